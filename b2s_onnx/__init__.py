@@ -1,0 +1,54 @@
+"""b2s_onnx: lower OpenVINO's data-movement ops to standard ONNX, and prove the result.
+
+The public API mirrors the ``b2s-onnx`` command line: :func:`lower` rewrites a model,
+:func:`check` compares the original (reference semantics) with the lowered model run by
+onnxruntime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import onnx
+
+from b2s_onnx.errors import B2SError, OpValidationError
+from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
+
+__version__ = "0.1.0"
+
+
+def lower(
+    model: onnx.ModelProto,
+    *,
+    opset: int | None = None,
+    domains: Iterable[str] = DEFAULT_DOMAINS,
+    native_depth_to_space: bool = True,
+) -> onnx.ModelProto:
+    """Returns a copy of ``model`` with every BatchToSpace/SpaceToBatch/DepthToSpace/
+    SpaceToDepth node of ``domains`` replaced by standard ONNX ops.
+
+    ``opset`` (13..21) is the target default-domain opset; by default the model's own,
+    raised to 13 if older. Raises :class:`B2SError` for invalid nodes and values.
+    """
+    options = LoweringOptions(native_depth_to_space=native_depth_to_space)
+    return lower_model(model, opset=opset, domains=domains, options=options).model
+
+
+def __getattr__(name: str):
+    # The parity checker pulls in the reference evaluator; import it only when asked for.
+    if name in ("check", "CheckResult"):
+        from b2s_onnx import parity
+
+        return getattr(parity, name)
+    raise AttributeError(name)
+
+
+__all__ = [
+    "DEFAULT_DOMAINS",
+    "B2SError",
+    "CheckResult",
+    "OpValidationError",
+    "__version__",
+    "check",
+    "lower",
+]

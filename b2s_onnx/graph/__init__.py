@@ -1,0 +1,1 @@
+"""What the lowering needs to know about an ONNX model: types, constants, versions."""

@@ -1,0 +1,114 @@
+"""Element types, shapes and constant values of tensors, looked up by name.
+
+ONNX tensor names are unique across a model and its subgraphs, so one table serves every
+graph; a subgraph reading an outer tensor finds it too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from b2s_onnx.graph.walk import all_graphs
+
+INTEGER_TYPES = frozenset(
+    {
+        onnx.TensorProto.INT8,
+        onnx.TensorProto.INT16,
+        onnx.TensorProto.INT32,
+        onnx.TensorProto.INT64,
+        onnx.TensorProto.UINT8,
+        onnx.TensorProto.UINT16,
+        onnx.TensorProto.UINT32,
+        onnx.TensorProto.UINT64,
+    }
+)
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """``elem_type`` 0 and ``shape`` None mean unknown; a None dim is symbolic or unknown."""
+
+    elem_type: int = 0
+    shape: tuple[int | None, ...] | None = None
+
+    @property
+    def type_name(self) -> str:
+        if not self.elem_type:
+            return "unknown"
+        return onnx.TensorProto.DataType.Name(self.elem_type).lower()
+
+
+def info_from_type(value_type: onnx.TypeProto) -> TensorInfo:
+    if not value_type.HasField("tensor_type"):
+        return TensorInfo()
+    tensor = value_type.tensor_type
+    shape = None
+    if tensor.HasField("shape"):
+        shape = tuple(
+            d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else None
+            for d in tensor.shape.dim
+        )
+    return TensorInfo(tensor.elem_type, shape)
+
+
+def _merge(old: TensorInfo | None, new: TensorInfo) -> TensorInfo:
+    """Keeps the most specific facts when several declarations describe one tensor."""
+    if old is None:
+        return new
+    elem = old.elem_type or new.elem_type
+    if old.shape is None:
+        shape = new.shape
+    elif new.shape is None or len(new.shape) != len(old.shape):
+        shape = old.shape
+    else:
+        shape = tuple(a if a is not None else b for a, b in zip(old.shape, new.shape, strict=True))
+    return TensorInfo(elem, shape)
+
+
+def collect_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+    infos: dict[str, TensorInfo] = {}
+    for g in all_graphs(model.graph):
+        for value in (*g.input, *g.output, *g.value_info):
+            infos[value.name] = _merge(infos.get(value.name), info_from_type(value.type))
+        for tensor in g.initializer:
+            infos[tensor.name] = _merge(
+                infos.get(tensor.name), TensorInfo(tensor.data_type, tuple(tensor.dims))
+            )
+    return infos
+
+
+def infer_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+    """Runs ONNX shape inference on a copy (custom nodes stay untyped) and reads the result."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception:  # a model ONNX cannot infer still lowers if declared types suffice
+        inferred = model
+    return collect_infos(inferred)
+
+
+def constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """Tensors whose value is fixed: initializers not overridable as inputs, Constant outputs.
+
+    Only integer constants are decoded: index inputs are the only values a lowering reads.
+    """
+    values: dict[str, np.ndarray] = {}
+    for g in all_graphs(model.graph):
+        inputs = {v.name for v in g.input}
+        for tensor in g.initializer:
+            if tensor.name not in inputs and tensor.data_type in INTEGER_TYPES:
+                values[tensor.name] = numpy_helper.to_array(tensor)
+        for node in g.node:
+            if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
+                continue
+            for attr in node.attribute:
+                if attr.name == "value" and attr.t.data_type in INTEGER_TYPES:
+                    values[node.output[0]] = numpy_helper.to_array(attr.t)
+                elif attr.name == "value_ints":
+                    values[node.output[0]] = np.asarray(list(attr.ints), dtype=np.int64)
+                elif attr.name == "value_int":
+                    values[node.output[0]] = np.asarray(attr.i, dtype=np.int64)
+    return values

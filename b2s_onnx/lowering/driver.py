@@ -1,0 +1,187 @@
+"""Runs the rule registry over a model: every custom node of a known op is replaced.
+
+The model is walked graph by graph (subgraphs first, so a parent is rebuilt from nodes
+whose bodies are already lowered). A node is lowered once the rank and element type of
+its data are known; ONNX shape inference cannot see through custom nodes, so a node fed
+(through standard ops) by another custom node waits for the next round, after the first
+one is lowered and inference runs again. Rounds stop when no node is left, or none could
+be lowered, which is an error naming the node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.graph.types import TensorInfo, constant_values, infer_infos
+from b2s_onnx.graph.versions import choose_ir_version, default_opset, resolve_opset
+from b2s_onnx.graph.walk import all_graphs, all_nodes, subgraphs, taken_names, used_names
+from b2s_onnx.lowering._emit import Emitter, NameAllocator
+from b2s_onnx.lowering._node import NodeFacts, check_arity, index_input, node_ref, read_attributes
+from b2s_onnx.lowering._options import LoweringOptions
+from b2s_onnx.lowering.registry import DEFAULT_DOMAINS, RULES
+
+
+@dataclass(frozen=True)
+class LoweredNode:
+    """One replaced node, for reports: where it was and what it became."""
+
+    name: str
+    op_type: str
+    static: bool
+    replacement: tuple[str, ...]
+
+
+@dataclass
+class LoweringResult:
+    model: onnx.ModelProto
+    lowered: list[LoweredNode] = field(default_factory=list)
+
+
+class _Lowering:
+    def __init__(
+        self, model: onnx.ModelProto, domains: Iterable[str], options: LoweringOptions
+    ) -> None:
+        self.model = model
+        self.domains = frozenset(domains)
+        self.options = options
+        self.opset = default_opset(model) or 13
+        self.names = NameAllocator(taken_names(model))
+        self.constants: dict[str, np.ndarray] = constant_values(model)
+        self.infos: dict[str, TensorInfo] = {}
+        self.lowered: list[LoweredNode] = []
+        self.folded_constants: set[str] = set()
+        self.waiting: list[tuple[NodeFacts | None, onnx.NodeProto, str]] = []
+        self._position = 0
+
+    def is_custom(self, node: onnx.NodeProto) -> bool:
+        return node.domain in self.domains and node.op_type in RULES
+
+    def run(self) -> None:
+        while True:
+            self.infos = infer_infos(self.model)
+            self.waiting = []
+            before = len(self.lowered)
+            self._lower_graph(self.model.graph)
+            if not self.waiting:
+                return
+            if len(self.lowered) == before:
+                _, node, why = self.waiting[0]
+                more = len(self.waiting) - 1
+                suffix = f" (and {more} more node{'s' if more > 1 else ''})" if more else ""
+                raise B2SError(f"{node.op_type} '{node.name}': {why}{suffix}")
+
+    def _lower_graph(self, graph: onnx.GraphProto) -> None:
+        for node in graph.node:
+            for sub in subgraphs(node):
+                self._lower_graph(sub)
+        if not any(self.is_custom(node) for node in graph.node):
+            return
+        rebuilt: list[onnx.NodeProto] = []
+        for node in graph.node:
+            self._position += 1
+            if not self.is_custom(node):
+                rebuilt.append(node)
+                continue
+            replacement = self._lower_node(node, graph)
+            if replacement is None:
+                rebuilt.append(node)
+            else:
+                rebuilt.extend(replacement)
+        graph.ClearField("node")
+        graph.node.extend(rebuilt)
+
+    def _facts(self, node: onnx.NodeProto) -> NodeFacts | str:
+        """The node's facts, or why it cannot be lowered yet (unknown rank or type)."""
+        rule = RULES[node.op_type]
+        ref = node_ref(node, self._position)
+        check_arity(ref, node, ("data", *rule.index_roles))
+        attributes = read_attributes(ref, node, rule.attributes)
+        data = node.input[0]
+        info = self.infos.get(data, TensorInfo())
+        if info.shape is None:
+            return f"rank of input 'data' (tensor '{data}') is unknown; give it a shape"
+        if not info.elem_type:
+            return f"element type of input 'data' (tensor '{data}') is unknown"
+        facts = NodeFacts(node=node, ref=ref, data=data, data_info=info, attributes=attributes)
+        for role, tensor in zip(rule.index_roles, node.input[1:], strict=True):
+            facts.index[role] = index_input(role, tensor, self.infos.get(tensor), self.constants)
+            facts.index_tensors[role] = tensor
+        return facts
+
+    def _lower_node(self, node: onnx.NodeProto, graph: onnx.GraphProto):
+        facts = self._facts(node)
+        if isinstance(facts, str):
+            self.waiting.append((None, node, facts))
+            return None
+        emit = Emitter(self.names, facts.ref.name, self.opset)
+        RULES[node.op_type].lower(facts, emit, self.options)
+        graph.initializer.extend(emit.initializers)
+        static = all(ix.value is not None for ix in facts.index.values()) and all(
+            d is not None for d in facts.shape
+        )
+        self.lowered.append(
+            LoweredNode(facts.ref.name, node.op_type, static, tuple(n.op_type for n in emit.nodes))
+        )
+        self.folded_constants.update(
+            tensor
+            for role, tensor in facts.index_tensors.items()
+            if facts.index[role].value is not None
+        )
+        return emit.nodes
+
+
+def _drop_dead_constants(model: onnx.ModelProto, candidates: set[str]) -> None:
+    """Removes the index constants that only the lowered nodes read."""
+    dead = candidates - used_names(model.graph)
+    if not dead:
+        return
+    for graph in all_graphs(model.graph):
+        kept = [t for t in graph.initializer if t.name not in dead]
+        if len(kept) != len(graph.initializer):
+            graph.ClearField("initializer")
+            graph.initializer.extend(kept)
+        nodes = [
+            n
+            for n in graph.node
+            if not (n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output[0] in dead)
+        ]
+        if len(nodes) != len(graph.node):
+            graph.ClearField("node")
+            graph.node.extend(nodes)
+
+
+def _drop_unused_domains(model: onnx.ModelProto, domains: frozenset[str]) -> None:
+    in_use = {n.domain for n in all_nodes(model.graph)}
+    for function in model.functions:
+        in_use.add(function.domain)
+        in_use.update(n.domain for n in function.node)
+    kept = [o for o in model.opset_import if o.domain not in domains or o.domain in in_use]
+    if len(kept) != len(model.opset_import):
+        model.ClearField("opset_import")
+        model.opset_import.extend(kept)
+
+
+def lower_model(
+    model: onnx.ModelProto,
+    *,
+    opset: int | None = None,
+    domains: Iterable[str] = DEFAULT_DOMAINS,
+    options: LoweringOptions | None = None,
+) -> LoweringResult:
+    """Lowers a copy of ``model``; the input is never modified."""
+    if not isinstance(model, onnx.ModelProto):
+        raise TypeError(f"expected onnx.ModelProto, got {type(model).__name__}")
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    work = resolve_opset(work, opset)
+    lowering = _Lowering(work, domains, options or LoweringOptions())
+    lowering.run()
+    _drop_dead_constants(work, lowering.folded_constants)
+    _drop_unused_domains(work, lowering.domains)
+    work.ir_version = choose_ir_version(work)
+    return LoweringResult(work, lowering.lowered)
