@@ -28,7 +28,9 @@ def _make_op(op_type: str, domain: str) -> type[OpRun]:
             ref = NodeRef(op_type, self.onnx_node.name or op_type)
             return (module.reference(data, int(block_size), str(mode), node=ref),)
 
-    return type(op_type, (OpRun,), {"op_domain": domain, "_run": _run})
+    # ``op_schema = None``: OpRun would otherwise apply ONNX's schema of the same name
+    # (ONNX's DepthToSpace wants ``blocksize``), though ours is a different op.
+    return type(op_type, (OpRun,), {"op_domain": domain, "op_schema": None, "_run": _run})
 
 
 def reference_ops(domains: Iterable[str]) -> list[type[OpRun]]:

@@ -1,0 +1,1 @@
+"""The ``b2s-onnx`` command line: a thin layer over the Python API."""
