@@ -199,7 +199,7 @@ def _pad(
         if emit.has_checks():
             pads = emit.gate(pads, 2 * len(dims))
         return emit.node("Pad", [facts.data, pads], "pad")
-    # int16/uint16/bfloat16: zeros from ConstantOfShape (float 0, exact in every type) + Cast.
+    # float16/int16/uint16/bfloat16: zeros from ConstantOfShape (float 0, exact in every type) + Cast.
     current = facts.data
     current_dims = list(dims)
     for axis in pad_axes:

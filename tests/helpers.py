@@ -1,0 +1,79 @@
+"""Shared test helpers: run a lowered model, make values of any dtype, independent oracles."""
+
+from __future__ import annotations
+
+import itertools
+
+import ml_dtypes
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
+from b2s_onnx.parity.runtime import run_onnxruntime
+
+#: Every element type the lowering promises to move, with its numpy dtype.
+DTYPES = {
+    TensorProto.FLOAT: np.float32,
+    TensorProto.FLOAT16: np.float16,
+    TensorProto.DOUBLE: np.float64,
+    TensorProto.BFLOAT16: ml_dtypes.bfloat16,
+    TensorProto.INT8: np.int8,
+    TensorProto.INT16: np.int16,
+    TensorProto.INT32: np.int32,
+    TensorProto.INT64: np.int64,
+    TensorProto.UINT8: np.uint8,
+    TensorProto.UINT16: np.uint16,
+    TensorProto.UINT32: np.uint32,
+    TensorProto.UINT64: np.uint64,
+    TensorProto.BOOL: np.bool_,
+}
+
+
+def distinct_values(shape, elem_type: int, seed: int = 0) -> np.ndarray:
+    """Values whose bits differ from element to element where the dtype allows, so any
+    misplaced element shows; floats include NaN payloads and -0.0."""
+    dtype = DTYPES[elem_type]
+    size = int(np.prod(shape, dtype=np.int64))
+    rng = np.random.default_rng(seed)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=size).astype(np.bool_).reshape(shape)
+    width = np.dtype(dtype).itemsize
+    unsigned = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[width]
+    bits = rng.integers(0, np.iinfo(unsigned).max, size=size, dtype=unsigned, endpoint=True)
+    return bits.view(dtype).reshape(shape)
+
+
+def run_lowered(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
+    """Runs a lowered model in onnxruntime (asserting it loads) and returns its first output."""
+    assert model.ir_version <= MAX_RUNTIME_IR_VERSION
+    names = [o.name for o in model.graph.output]
+    return run_onnxruntime(model, feeds)[names[0]]
+
+
+def assert_same_bits(actual: np.ndarray, expected: np.ndarray) -> None:
+    assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
+    assert actual.shape == expected.shape, (actual.shape, expected.shape)
+    assert np.ascontiguousarray(actual).tobytes() == np.ascontiguousarray(expected).tobytes()
+
+
+def batch_to_space_by_index(data, block_shape, crops_begin, crops_end) -> np.ndarray:
+    """BatchToSpace written element by element from the spec's index arithmetic: an oracle
+    that shares no code (and no reshape/transpose reasoning) with the implementation."""
+    rank = data.ndim
+    blocks = [int(b) for b in block_shape]
+    batch_out = data.shape[0] // int(np.prod(blocks))
+    out_shape = [batch_out] + [
+        data.shape[i] * blocks[i] - int(crops_begin[i]) - int(crops_end[i])
+        for i in range(1, rank)
+    ]
+    out = np.empty(out_shape, dtype=data.dtype)
+    for index in itertools.product(*(range(d) for d in out_shape)):
+        spread = [index[i] + int(crops_begin[i]) for i in range(1, rank)]
+        offsets = [s % b for s, b in zip(spread, blocks[1:], strict=True)]
+        source = [s // b for s, b in zip(spread, blocks[1:], strict=True)]
+        block_index = 0
+        for offset, b in zip(offsets, blocks[1:], strict=True):
+            block_index = block_index * b + offset
+        out[index] = data[(block_index * batch_out + index[0], *source)]
+    return out
