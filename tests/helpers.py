@@ -64,8 +64,7 @@ def batch_to_space_by_index(data, block_shape, crops_begin, crops_end) -> np.nda
     blocks = [int(b) for b in block_shape]
     batch_out = data.shape[0] // int(np.prod(blocks))
     out_shape = [batch_out] + [
-        data.shape[i] * blocks[i] - int(crops_begin[i]) - int(crops_end[i])
-        for i in range(1, rank)
+        data.shape[i] * blocks[i] - int(crops_begin[i]) - int(crops_end[i]) for i in range(1, rank)
     ]
     out = np.empty(out_shape, dtype=data.dtype)
     for index in itertools.product(*(range(d) for d in out_shape)):

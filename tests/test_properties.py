@@ -73,9 +73,10 @@ def _check_index_op(op_type, module, shape, index, elem_type, form, opset, index
     data = distinct_values(shape, elem_type)
     expected = module.reference(data, *(np.array(index[r]) for r in module.INDEX_ROLES))
     declared = [f"d{i}" for i in range(len(shape))] if form == "symbolic" else shape
-    given_index = {r: RUNTIME for r in index} if form == "runtime" else index
-    model = single_op_model(op_type, declared, elem_type, index=given_index,
-                            index_type=index_type, opset=opset)
+    given_index = dict.fromkeys(index, RUNTIME) if form == "runtime" else index
+    model = single_op_model(
+        op_type, declared, elem_type, index=given_index, index_type=index_type, opset=opset
+    )
     lowered = b2s_onnx.lower(model)
     feeds = {"data": data}
     if form == "runtime":
@@ -93,8 +94,9 @@ def _check_index_op(op_type, module, shape, index, elem_type, form, opset, index
 )
 def test_batch_to_space_lowering_equals_reference(case, elem_type, form, opset, index_type):
     shape, index = case
-    _check_index_op("BatchToSpace", batch_to_space, shape, index, elem_type, form, opset,
-                    index_type)
+    _check_index_op(
+        "BatchToSpace", batch_to_space, shape, index, elem_type, form, opset, index_type
+    )
 
 
 @given(
@@ -106,17 +108,24 @@ def test_batch_to_space_lowering_equals_reference(case, elem_type, form, opset, 
 )
 def test_space_to_batch_lowering_equals_reference(case, elem_type, form, opset, index_type):
     shape, index = case
-    _check_index_op("SpaceToBatch", space_to_batch, shape, index, elem_type, form, opset,
-                    index_type)
+    _check_index_op(
+        "SpaceToBatch", space_to_batch, shape, index, elem_type, form, opset, index_type
+    )
 
 
-@pytest.mark.parametrize(("op_type", "module"), [("DepthToSpace", depth_to_space),
-                                                 ("SpaceToDepth", space_to_depth)])
+@pytest.mark.parametrize(
+    ("op_type", "module"), [("DepthToSpace", depth_to_space), ("SpaceToDepth", space_to_depth)]
+)
 @pytest.mark.parametrize("native", [True, False], ids=["native4d", "generic"])
-@given(data=st.data(), elem_type=st.sampled_from(sorted(DTYPES)),
-       symbolic=st.booleans(), opset=st.sampled_from(OPSETS))
-def test_depth_space_lowering_equals_reference(op_type, module, native, data, elem_type,
-                                               symbolic, opset):
+@given(
+    data=st.data(),
+    elem_type=st.sampled_from(sorted(DTYPES)),
+    symbolic=st.booleans(),
+    opset=st.sampled_from(OPSETS),
+)
+def test_depth_space_lowering_equals_reference(
+    op_type, module, native, data, elem_type, symbolic, opset
+):
     shape, attributes = data.draw(depth_space_cases(op_type))
     values = distinct_values(shape, elem_type)
     expected = module.reference(values, attributes["block_size"], attributes["mode"])
@@ -133,13 +142,21 @@ def test_space_to_batch_then_batch_to_space_is_the_identity(case, elem_type):
     blocks = index["block_shape"]
     shape = [out_shape[0] // int(np.prod(blocks))] + [
         d * b - cb - ce
-        for d, b, cb, ce in zip(out_shape[1:], blocks[1:], index["crops_begin"][1:],
-                                index["crops_end"][1:], strict=True)
+        for d, b, cb, ce in zip(
+            out_shape[1:], blocks[1:], index["crops_begin"][1:], index["crops_end"][1:], strict=True
+        )
     ]
     data = distinct_values(shape, elem_type)
-    s2b = single_op_model("SpaceToBatch", shape, elem_type, index={
-        "block_shape": blocks, "pads_begin": index["crops_begin"],
-        "pads_end": index["crops_end"]})
+    s2b = single_op_model(
+        "SpaceToBatch",
+        shape,
+        elem_type,
+        index={
+            "block_shape": blocks,
+            "pads_begin": index["crops_begin"],
+            "pads_end": index["crops_end"],
+        },
+    )
     packed = run_lowered(b2s_onnx.lower(s2b), {"data": data})
     b2s = single_op_model("BatchToSpace", list(packed.shape), elem_type, index=index)
     assert_same_bits(run_lowered(b2s_onnx.lower(b2s), {"data": packed}), data)
@@ -147,16 +164,23 @@ def test_space_to_batch_then_batch_to_space_is_the_identity(case, elem_type):
 
 @pytest.mark.parametrize(("mode", "onnx_mode"), [("blocks_first", "DCR"), ("depth_first", "CRD")])
 @pytest.mark.parametrize("native", [True, False], ids=["native4d", "generic"])
-@given(n=st.integers(1, 2), depth=st.integers(1, 3), height=st.integers(1, 4),
-       width=st.integers(1, 4), block=st.integers(2, 3))
-def test_4d_depth_to_space_lowering_equals_onnxruntime_native(mode, onnx_mode, native, n, depth,
-                                                              height, width, block):
+@given(
+    n=st.integers(1, 2),
+    depth=st.integers(1, 3),
+    height=st.integers(1, 4),
+    width=st.integers(1, 4),
+    block=st.integers(2, 3),
+)
+def test_4d_depth_to_space_lowering_equals_onnxruntime_native(
+    mode, onnx_mode, native, n, depth, height, width, block
+):
     shape = [n, depth * block * block, height, width]
     data = distinct_values(shape, TensorProto.FLOAT)
     native_model = helper.make_model(
         helper.make_graph(
             [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=block, mode=onnx_mode)],
-            "native", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+            "native",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
         ),
         opset_imports=[helper.make_opsetid("", 17)],
@@ -179,10 +203,18 @@ def test_4d_depth_to_space_with_unequal_sides_and_block_3_matches_native():
 
 
 EVERY_OP = [
-    ("BatchToSpace", [8, 6, 10, 3],
-     {"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 0, 0], "crops_end": [0, 2, 3, 0]}, {}),
-    ("SpaceToBatch", [2, 6, 9, 3],
-     {"block_shape": [1, 2, 3, 1], "pads_begin": [0, 1, 0, 0], "pads_end": [0, 1, 3, 0]}, {}),
+    (
+        "BatchToSpace",
+        [8, 6, 10, 3],
+        {"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 0, 0], "crops_end": [0, 2, 3, 0]},
+        {},
+    ),
+    (
+        "SpaceToBatch",
+        [2, 6, 9, 3],
+        {"block_shape": [1, 2, 3, 1], "pads_begin": [0, 1, 0, 0], "pads_end": [0, 1, 3, 0]},
+        {},
+    ),
     ("DepthToSpace", [2, 16, 5, 7], None, {"block_size": 2, "mode": "blocks_first"}),
     ("DepthToSpace", [2, 16, 5, 7], None, {"block_size": 2, "mode": "depth_first"}),
     ("SpaceToDepth", [2, 3, 6, 8], None, {"block_size": 2, "mode": "blocks_first"}),
@@ -191,8 +223,11 @@ EVERY_OP = [
 
 
 @pytest.mark.parametrize("elem_type", sorted(DTYPES), ids=lambda t: TensorProto.DataType.Name(t))
-@pytest.mark.parametrize(("op_type", "shape", "index", "attributes"), EVERY_OP,
-                         ids=[f"{c[0]}-{c[3].get('mode', 'index')}" for c in EVERY_OP])
+@pytest.mark.parametrize(
+    ("op_type", "shape", "index", "attributes"),
+    EVERY_OP,
+    ids=[f"{c[0]}-{c[3].get('mode', 'index')}" for c in EVERY_OP],
+)
 def test_every_dtype_moves_every_bit(op_type, shape, index, attributes, elem_type):
     """Thousands of random bit patterns per case, so NaN payloads, signed zeros and
     subnormals are always present: a kernel that computes through another type shows."""

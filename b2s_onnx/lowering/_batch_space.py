@@ -28,7 +28,10 @@ class _IndexValues:
         self.runtime: dict[str, str | None] = {}
         for role in roles:
             if self.values[role] is None:
-                self.runtime[role] = emit.int64_vector(facts.index_tensors[role], f"{role}_int64")
+                vec = emit.int64_vector(facts.index_tensors[role], f"{role}_int64")
+                if tuple(facts.index[role].shape or ()) != (self.rank,):
+                    vec = checks.index_length(emit, role, vec, self.rank)
+                self.runtime[role] = vec
             else:
                 self.runtime[role] = None
         self._facts = facts
@@ -49,8 +52,6 @@ class _IndexValues:
         for role, vec in self.runtime.items():
             if vec is None:
                 continue
-            if tuple(self._facts.index[role].shape or ()) != (self.rank,):
-                checks.index_length(self._emit, role, vec, self.rank)
             minimum = 0 if role in zero_first else 1
             checks.at_least(self._emit, role, vec, minimum)
             checks.first_is(self._emit, role, vec, minimum)
@@ -109,7 +110,7 @@ def lower_batch_to_space(facts: NodeFacts, emit: Emitter, options: LoweringOptio
         return
     starts = emit.shape_vector([begins[i] for i in crop_axes], "crop_starts", allow_infer=False)
     if emit.has_checks():
-        starts = emit.gate(starts, len(crop_axes))
+        starts = emit.gate(starts)
     stops = emit.shape_vector(
         [_crop_stop(spread[i], ends[i]) for i in crop_axes], "crop_ends", allow_infer=False
     )
@@ -197,7 +198,7 @@ def _pad(
     if elem_type in PAD_TYPES:
         pads = emit.shape_vector(begins + ends, "pads", allow_infer=False)
         if emit.has_checks():
-            pads = emit.gate(pads, 2 * len(dims))
+            pads = emit.gate(pads)
         return emit.node("Pad", [facts.data, pads], "pad")
     # float16/int16/uint16/bfloat16: zeros from ConstantOfShape (float 0, exact in every type) + Cast.
     current = facts.data
@@ -211,7 +212,7 @@ def _pad(
             zero_shape[axis] = amount
             shape = emit.shape_vector(zero_shape, f"zeros_{side}_shape", allow_infer=False)
             if emit.has_checks():
-                shape = emit.gate(shape, len(zero_shape))
+                shape = emit.gate(shape)
             zeros = emit.node("ConstantOfShape", [shape], f"zeros_{side}")
             parts.append((side, emit.node("Cast", [zeros], f"zeros_{side}_typed", to=elem_type)))
         ordered = (

@@ -17,14 +17,18 @@ def vector(emit: Emitter, runtime: str | None, values: list[int] | None, suffix:
     return emit.const(suffix, values)
 
 
-def index_length(emit: Emitter, role: str, vec: str, rank: int) -> None:
-    """``role`` is 1-D with ``rank`` elements (checked as ``[rank(v), len(v)] == [1, rank]``)."""
+def index_length(emit: Emitter, role: str, vec: str, rank: int) -> str:
+    """``role`` is 1-D with ``rank`` elements (checked as ``[rank(v), len(v)] == [1, rank]``).
+
+    Returns the guarded vector: every element read goes through the guard first.
+    """
     shape = emit.shape_of(vec)
     facts = emit.node(
         "Concat", [emit.node("Shape", [shape], "rank"), shape], "rank_and_length", axis=0
     )
     ok = emit.node("Equal", [facts, emit.const("expected", [1, rank])], "length_ok")
-    emit.check(f"{role} is 1-D with {rank} elements", emit.node("Not", [ok], "length_bad"))
+    bad = emit.node("Not", [ok], "length_bad")
+    return emit.guard(vec, f"{role} is 1-D with {rank} elements", bad)
 
 
 def at_least(emit: Emitter, role: str, vec: str, minimum: int) -> None:

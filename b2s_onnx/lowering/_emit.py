@@ -5,11 +5,11 @@ the original node's name, int64 constants, run-time size arithmetic (one Shape p
 each distinct size computed once), and run-time guards that make inference *fail* when an
 index value known only at run time breaks a rule.
 
-How a guard fails: the violations of a rule are counted into a 1-element tensor ``v``, and
-a small int64 tensor that the first data-moving node needs is passed through
-``Reshape(t, [len(t) + v])``. While ``v == 0`` that is a no-op on a few bytes; otherwise
-onnxruntime stops with "cannot be reshaped" from a node named ``<node>/check: <rule>``, so
-the error says which node and which rule. No data moves before every guard has passed,
+How a guard fails: the violations of a rule are counted into ``v``, and a small 1-D tensor
+that the first data-moving node needs is passed through ``Reshape(t, [-1] + [-1] * min(v, 1))``.
+While ``v == 0`` that is a no-op on a few bytes; otherwise the target has two -1 and
+onnxruntime stops with an error from the node named ``<node>/check: <rule>``, so the
+message says which node and which rule. No data moves before every guard has passed,
 because every data-moving node depends on the guarded tensor.
 """
 
@@ -155,15 +155,26 @@ class Emitter:
     def has_checks(self) -> bool:
         return bool(self._checks)
 
-    def gate(self, tensor: str, length: int) -> str:
-        """Returns ``tensor`` (1-D int64 of ``length``) passed through every pending guard."""
+    def gate(self, tensor: str) -> str:
+        """Returns the 1-D ``tensor`` passed through every pending guard."""
         for rule, violated in self._checks:
-            as_int = self.node("Cast", [violated], "violations", to=TensorProto.INT64)
-            count = self.node("ReduceSum", [as_int], "violation_count", keepdims=1)
-            target = self.node("Add", [self.const("length", [length]), count], "gate_shape")
-            tensor = self.node("Reshape", [tensor, target], f"check: {rule}")
+            tensor = self._gate_one(tensor, rule, violated)
         self._checks.clear()
         return tensor
+
+    def guard(self, tensor: str, rule: str, violated: str) -> str:
+        """Guards ``tensor`` by one rule at once, so everything that reads it runs after."""
+        return self._gate_one(tensor, rule, violated)
+
+    def _gate_one(self, tensor: str, rule: str, violated: str) -> str:
+        as_int = self.node("Cast", [violated], "violations", to=TensorProto.INT64)
+        count = self.node("ReduceSum", [as_int], "violation_count", keepdims=1)
+        minus_one = self.const("minus_one", [-1])
+        # [-1] while nothing is violated (a no-op on a 1-D tensor), [-1, -1] otherwise,
+        # which no Reshape accepts.
+        extra = self.node("Slice", [minus_one, self.const("zero", [0]), count], "extra_dims")
+        target = self.node("Concat", [minus_one, extra], "gate_shape", axis=0)
+        return self.node("Reshape", [tensor, target], f"check: {rule}")
 
     def gate_data(self, data: str) -> str:
         """Guards a data tensor itself (when the first data op has no small input to guard).
@@ -172,7 +183,7 @@ class Emitter:
         """
         if not self.has_checks():
             return data
-        guarded_one = self.gate(self.const("one", [1]), 1)
+        guarded_one = self.gate(self.const("one", [1]))
         guarded_shape = self.node("Mul", [self.shape_of(data), guarded_one], "guarded_shape")
         return self.node("Reshape", [data, guarded_shape], "guarded_data")
 

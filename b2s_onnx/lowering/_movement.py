@@ -87,6 +87,6 @@ def emit_movement(
         suffix = "split" if index == 0 and len(steps) > 1 else "merge"
         shape = emit.shape_vector(arg, f"{suffix}_shape")
         if emit.has_checks():
-            shape = emit.gate(shape, len(arg))
+            shape = emit.gate(shape)
         current = emit.node("Reshape", [current, shape], f"reshape_{suffix}", output=target)
     return current
