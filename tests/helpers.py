@@ -8,9 +8,13 @@ import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto
+from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
 from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.parity.runtime import run_onnxruntime
+
+#: What onnxruntime raises when a run fails (a guard, a bad shape).
+ORT_ERRORS = (Fail, InvalidArgument, RuntimeException)
 
 #: Every element type the lowering promises to move, with its numpy dtype.
 DTYPES = {

@@ -200,7 +200,7 @@ def _pad(
         if emit.has_checks():
             pads = emit.gate(pads)
         return emit.node("Pad", [facts.data, pads], "pad")
-    # float16/int16/uint16/bfloat16: zeros from ConstantOfShape (float 0, exact in every type) + Cast.
+    # float16/int16/uint16/bfloat16: zeros from ConstantOfShape + Cast (0.0 is exact in all).
     current = facts.data
     current_dims = list(dims)
     for axis in pad_axes:
