@@ -48,9 +48,36 @@ def distinct_values(shape, elem_type: int, seed: int = 0) -> np.ndarray:
     return bits.view(dtype).reshape(shape)
 
 
-def run_lowered(model: onnx.ModelProto, feeds: dict) -> np.ndarray:
-    """Runs a lowered model in onnxruntime (asserting it loads) and returns its first output."""
+def assert_well_formed(model: onnx.ModelProto, already_dangling: frozenset = frozenset()) -> None:
+    """Every graph is topologically sorted; no node output or initializer dangles (except
+    ``already_dangling``: names the input model left unused, which lowering keeps)."""
+    from b2s_onnx.graph.walk import subgraphs, used_names
+
+    used = used_names(model.graph) | already_dangling
+
+    def visit(graph: onnx.GraphProto, visible: set[str]) -> None:
+        known = visible | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+        for node in graph.node:
+            for name in node.input:
+                assert not name or name in known, f"{name} read by {node.name} before defined"
+            for sub in subgraphs(node):
+                visit(sub, known)
+            known.update(node.output)
+            for name in node.output:
+                assert not name or name in used, f"output {name} of {node.name} dangles"
+        for tensor in graph.initializer:
+            assert tensor.name in used, f"initializer {tensor.name} dangles"
+
+    visit(model.graph, set())
+
+
+def run_lowered(
+    model: onnx.ModelProto, feeds: dict, already_dangling: frozenset = frozenset()
+) -> np.ndarray:
+    """Runs a lowered model in onnxruntime (asserting it loads and is well formed) and
+    returns its first output."""
     assert model.ir_version <= MAX_RUNTIME_IR_VERSION
+    assert_well_formed(model, already_dangling)
     names = [o.name for o in model.graph.output]
     return run_onnxruntime(model, feeds)[names[0]]
 

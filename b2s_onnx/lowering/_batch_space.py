@@ -71,9 +71,9 @@ def lower_batch_to_space(facts: NodeFacts, emit: Emitter, options: LoweringOptio
     if index.runtime["block_shape"] is not None or (shape[0] is None and block_product.static != 1):
         batch = emit.size(dims[0])
         if index.runtime["block_shape"] is not None:
-            prod = checks.product_fits(
-                emit, "prod(block_shape) <= data.shape[0]", index.vector("block_shape"), batch
-            )
+            blocks_vector = index.vector("block_shape")
+            checks.product_fits(emit, "prod(block_shape) <= data.shape[0]", blocks_vector, batch)
+            prod = emit.node("ReduceProd", [blocks_vector], "product", keepdims=1)
         else:
             prod = emit.const("block_product", [block_product.static])
         checks.divisible(emit, "data.shape[0] % prod(block_shape) == 0", batch, prod)

@@ -54,11 +54,10 @@ def not_greater(emit: Emitter, rule: str, lhs: str, rhs: str) -> None:
     emit.check(rule, emit.node("Greater", [lhs, rhs], "too_large"))
 
 
-def product_fits(emit: Emitter, rule: str, blocks: str, batch: str, factor: int = 1) -> str:
-    """The block product, after guarding (in float64, so it cannot wrap) that it is at most
-    ``batch`` (BatchToSpace) or that ``batch * product`` stays below 2**63 (``factor`` = -1).
-
-    Returns the int64 product, exact whenever the guard passes.
+def product_fits(emit: Emitter, rule: str, blocks: str, batch: str, factor: int = 1) -> None:
+    """Guards, in float64 so that nothing can wrap, that the block product is at most
+    ``batch`` (BatchToSpace, ``factor`` 1) or that ``batch * product`` stays below 2**63
+    (SpaceToBatch, ``factor`` -1). Once this passes, an int64 product is exact.
     """
     as_double = emit.node("Cast", [blocks], "blocks_f64", to=11)
     double_product = emit.node("ReduceProd", [as_double], "product_f64", keepdims=1)
@@ -71,4 +70,3 @@ def product_fits(emit: Emitter, rule: str, blocks: str, batch: str, factor: int 
         total = emit.node("Mul", [double_product, batch_double], "batch_times_product")
         limit = emit.const("int64_limit", [2.0**63], dtype="float64")
         emit.check(rule, emit.node("Not", [emit.node("Less", [total, limit], "fits")], "overflow"))
-    return emit.node("ReduceProd", [blocks], "product", keepdims=1)

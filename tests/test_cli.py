@@ -1,0 +1,172 @@
+"""End-to-end: the installed ``b2s-onnx`` console script, run as users and CI run it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+
+from b2s_onnx.builders import RUNTIME, single_op_model
+
+INDEX = {"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 0, 0], "crops_end": [0, 0, 1, 0]}
+EXE = shutil.which("b2s-onnx") or str(Path(sys.executable).with_name("b2s-onnx"))
+
+
+def run(*args: str | Path) -> subprocess.CompletedProcess:
+    return subprocess.run([EXE, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def model_file(tmp_path) -> Path:
+    path = tmp_path / "b2s.onnx"
+    onnx.save(single_op_model("BatchToSpace", ["N", 3, 4, 2], index=INDEX, node_name="b2s"), path)
+    return path
+
+
+def test_lower_writes_a_model_onnxruntime_runs(model_file, tmp_path):
+    out = tmp_path / "out.onnx"
+    result = run("lower", model_file, "-o", out)
+    assert result.returncode == 0, result.stderr
+    assert "BatchToSpace 'b2s'" in result.stdout
+    session = onnxruntime.InferenceSession(str(out))
+    (y,) = session.run(None, {"data": np.zeros((8, 3, 4, 2), np.float32)})
+    assert y.shape == (2, 5, 7, 2)
+
+
+def test_lower_with_check_passes_and_exits_0(model_file, tmp_path):
+    result = run("lower", model_file, "-o", tmp_path / "out.onnx", "--check")
+    assert result.returncode == 0, result.stderr
+    assert "parity PASS" in result.stdout
+
+
+def test_check_writes_a_json_report(model_file, tmp_path):
+    report = tmp_path / "report.json"
+    result = run("check", model_file, "--json", report, "--seed", "3", "--dim", "N=12")
+    assert result.returncode == 0, result.stderr
+    body = json.loads(report.read_text())
+    assert body["passed"] is True
+    assert body["seed"] == 3
+    assert body["input_shapes"] == {"data": [12, 3, 4, 2]}
+    assert body["outputs"][0]["max_abs_error"] == 0
+    assert body["lowered_nodes"][0]["op_type"] == "BatchToSpace"
+
+
+def test_a_tampered_lowered_model_is_a_mismatch_exit_1(model_file, tmp_path):
+    lowered = tmp_path / "lowered.onnx"
+    assert run("lower", model_file, "-o", lowered).returncode == 0
+    model = onnx.load(lowered)
+    transpose = next(n for n in model.graph.node if n.op_type == "Transpose")
+    perm = next(a for a in transpose.attribute if a.name == "perm")
+    perm.ints[-1], perm.ints[-2] = perm.ints[-2], perm.ints[-1]
+    onnx.save(model, lowered)
+    report = tmp_path / "report.json"
+    result = run("check", model_file, "--lowered", lowered, "--json", report)
+    assert result.returncode == 1
+    assert "MISMATCH" in result.stdout
+    body = json.loads(report.read_text())
+    assert body["passed"] is False
+    assert body["outputs"][0]["mismatches"] > 0
+
+
+def test_missing_file_is_exit_2_without_traceback(tmp_path):
+    out = tmp_path / "out.onnx"
+    result = run("lower", tmp_path / "missing.onnx", "-o", out)
+    assert result.returncode == 2
+    assert "no such file" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not out.exists()
+
+
+def test_corrupted_model_is_exit_2_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage that is not a protobuf \xff\xff")
+    out = tmp_path / "out.onnx"
+    result = run("lower", bad, "-o", out)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()
+    assert not list(tmp_path.glob(".out.onnx*"))
+
+
+def test_invalid_node_is_exit_2_naming_node_and_rule(tmp_path):
+    path = tmp_path / "invalid.onnx"
+    model = single_op_model(
+        "BatchToSpace",
+        [4, 2],
+        index={"block_shape": [1, 2], "crops_begin": [0, 1], "crops_end": [0, 0]},
+        node_name="b2s_3",
+    )
+    model.graph.initializer[1].int64_data[:] = []
+    model.graph.initializer[1].raw_data = np.array([0, 5], np.int64).tobytes()
+    onnx.save(model, path)
+    result = run("lower", path, "-o", tmp_path / "out.onnx")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "error: BatchToSpace 'b2s_3': crops_begin[1] + crops_end[1] = 5 exceeds "
+        "block_shape[1] * data.shape[1] = 4"
+    )
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = run("lower", tmp_path / "missing.onnx", "-o", tmp_path / "o.onnx", "--debug")
+    assert result.returncode == 2
+    assert "Traceback" in result.stderr
+
+
+def test_refuses_to_overwrite_its_input_unless_inplace(model_file):
+    before = model_file.read_bytes()
+    result = run("lower", model_file, "-o", model_file)
+    assert result.returncode == 2
+    assert "--inplace" in result.stderr
+    assert model_file.read_bytes() == before
+    assert run("lower", model_file, "-o", model_file, "--inplace").returncode == 0
+    assert "BatchToSpace" not in {n.op_type for n in onnx.load(model_file).graph.node}
+
+
+def test_usage_error_is_exit_2(model_file):
+    assert run("lower", model_file).returncode == 2
+    assert run("check", model_file, "--atol", "not-a-number").returncode == 2
+    assert run("frobnicate").returncode == 2
+
+
+def test_runtime_index_inputs_need_given_values(tmp_path):
+    path = tmp_path / "runtime.onnx"
+    onnx.save(
+        single_op_model("BatchToSpace", [8, 3, 4, 2], index=dict.fromkeys(INDEX, RUNTIME)), path
+    )
+    result = run("check", path)
+    assert result.returncode == 2
+    assert "give its value" in result.stderr
+    inputs = tmp_path / "inputs.npz"
+    np.savez(inputs, **{k: np.array(v, np.int64) for k, v in INDEX.items()})
+    result = run("check", path, "--inputs", inputs)
+    assert result.returncode == 0, result.stderr
+
+
+def test_float_model_needs_tolerances(tmp_path):
+    from models.make_examples import dilated_block
+
+    path = tmp_path / "dilated.onnx"
+    onnx.save(dilated_block(), path)
+    assert run("check", path).returncode == 1
+    assert run("check", path, "--atol", "1e-4", "--rtol", "output:1e-4").returncode == 0
+
+
+@pytest.mark.parametrize("command", ["lower", "check"])
+def test_help_shows_an_example(command):
+    result = run(command, "--help")
+    assert result.returncode == 0
+    assert "Example:" in result.stdout
+
+
+def test_version():
+    result = run("--version")
+    assert result.returncode == 0
+    assert "b2s-onnx" in result.stdout
