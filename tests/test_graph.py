@@ -288,3 +288,14 @@ def test_space_to_batch_without_pads_has_no_pad():
     index = {"block_shape": [1, 2, 3], "pads_begin": [0, 0, 0], "pads_end": [0, 0, 0]}
     lowered = b2s_onnx.lower(single_op_model("SpaceToBatch", [1, 4, 6], index=index))
     assert "Pad" not in {n.op_type for n in lowered.graph.node}
+
+
+def test_an_unsorted_input_graph_comes_out_sorted():
+    model = _sandwich()
+    reversed_nodes = list(reversed(model.graph.node))
+    model.graph.ClearField("node")
+    model.graph.node.extend(reversed_nodes)
+    lowered = b2s_onnx.lower(model)
+    onnx.checker.check_model(lowered, full_check=True)
+    x = np.ones((4, 3, 4), np.float32)
+    run_lowered(lowered, {"x": x}, frozenset({"unrelated"}))

@@ -56,3 +56,50 @@ def taken_names(model: onnx.ModelProto) -> set[str]:
             names.add(node.name)
     names.discard("")
     return names
+
+
+def outer_reads(node: onnx.NodeProto) -> set[str]:
+    """Tensors a node's subgraphs read from enclosing scopes (its implicit inputs)."""
+    reads: set[str] = set()
+    for sub in subgraphs(node):
+        defined = {v.name for v in sub.input} | {t.name for t in sub.initializer}
+        for inner in sub.node:
+            reads.update(n for n in inner.input if n and n not in defined)
+            reads.update(outer_reads(inner) - defined)
+            defined.update(inner.output)
+        reads.update(o.name for o in sub.output if o.name not in defined)
+    return reads
+
+
+def sort_topologically(graph: onnx.GraphProto, visible: frozenset[str] = frozenset()) -> None:
+    """Orders ``graph``'s nodes (and, recursively, its subgraphs') so that every tensor is
+    produced before it is read, keeping the existing order wherever it already is valid.
+
+    ``visible`` holds the names enclosing scopes define. Nodes in a cycle, or reading a
+    tensor nobody produces, keep their relative order at the end (the checker reports them).
+    """
+    available = set(visible) | {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    for node in graph.node:
+        for sub in subgraphs(node):
+            sort_topologically(
+                sub, frozenset(available | {o for n in graph.node for o in n.output})
+            )
+    pending = list(graph.node)
+    ordered: list[onnx.NodeProto] = []
+    progress = True
+    while pending and progress:
+        progress = False
+        waiting = []
+        for node in pending:
+            needs = {n for n in node.input if n} | outer_reads(node)
+            if needs <= available:
+                ordered.append(node)
+                available.update(node.output)
+                progress = True
+            else:
+                waiting.append(node)
+        pending = waiting
+    ordered.extend(pending)
+    if [id(n) for n in ordered] != [id(n) for n in graph.node]:
+        graph.ClearField("node")
+        graph.node.extend(ordered)

@@ -19,7 +19,14 @@ import onnx
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import TensorInfo, constant_values, infer_infos
 from b2s_onnx.graph.versions import choose_ir_version, default_opset, resolve_opset
-from b2s_onnx.graph.walk import all_graphs, all_nodes, subgraphs, taken_names, used_names
+from b2s_onnx.graph.walk import (
+    all_graphs,
+    all_nodes,
+    sort_topologically,
+    subgraphs,
+    taken_names,
+    used_names,
+)
 from b2s_onnx.lowering._emit import Emitter, NameAllocator
 from b2s_onnx.lowering._node import NodeFacts, check_arity, index_input, node_ref, read_attributes
 from b2s_onnx.lowering._options import LoweringOptions
@@ -178,6 +185,9 @@ def lower_model(
         raise TypeError(f"expected onnx.ModelProto, got {type(model).__name__}")
     work = onnx.ModelProto()
     work.CopyFrom(model)
+    # Shape inference needs a sorted graph; replacements are spliced in place, so the
+    # output stays sorted.
+    sort_topologically(work.graph)
     work = resolve_opset(work, opset)
     lowering = _Lowering(work, domains, options or LoweringOptions())
     lowering.run()
