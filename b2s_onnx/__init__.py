@@ -1,12 +1,13 @@
 """b2s_onnx: lower OpenVINO's data-movement ops to standard ONNX, and prove the result.
 
 The public API mirrors the ``b2s-onnx`` command line: :func:`lower` rewrites a model,
-:func:`check` compares the original (reference semantics) with the lowered model run by
-onnxruntime.
+:func:`convert_ir` converts an OpenVINO IR, :func:`check` compares the original (reference
+semantics) with the lowered model run by onnxruntime.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 
 import onnx
@@ -34,6 +35,26 @@ def lower(
     return lower_model(model, opset=opset, domains=domains, options=options).model
 
 
+def convert_ir(
+    xml_path: str | os.PathLike,
+    bin_path: str | os.PathLike | None = None,
+    *,
+    opset: int = 18,
+    keep_unsupported: bool = False,
+    domains: Iterable[str] = (),
+) -> onnx.ModelProto:
+    """Converts an OpenVINO IR (v10/v11) to ONNX, lowering the data-movement ops on the way.
+
+    ``bin_path`` defaults to the ``.bin`` beside the ``.xml``. Unsupported layers are an
+    error listing them all, unless ``keep_unsupported`` writes them as custom-domain nodes.
+    """
+    from b2s_onnx.ir.convert import convert_ir_model
+
+    return convert_ir_model(
+        xml_path, bin_path, opset=opset, keep_unsupported=keep_unsupported, domains=domains
+    ).model
+
+
 def __getattr__(name: str):
     # The parity checker pulls in the reference evaluator; import it only when asked for.
     if name in ("check", "CheckResult"):
@@ -50,5 +71,6 @@ __all__ = [
     "OpValidationError",
     "__version__",
     "check",
+    "convert_ir",
     "lower",
 ]

@@ -50,6 +50,8 @@ class CheckResult:
     input_shapes: dict[str, list[int]]
     lowered_nodes: list[dict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    #: What produced the expected outputs: "onnx-reference" or "openvino-cpu".
+    reference: str = "onnx-reference"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -71,6 +73,48 @@ def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
         return onnx.load(str(path))
     except Exception as exc:
         raise B2SError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
+
+
+def compare_outputs(
+    names, expected, actual, atol: Tolerance, rtol: Tolerance
+) -> list[OutputReport]:
+    """One report per output name, comparing ``actual`` with ``expected``."""
+    reports = []
+    for name in names:
+        a, r = _tolerance(atol, name), _tolerance(rtol, name)
+        if name not in actual:
+            reports.append(
+                OutputReport(
+                    name,
+                    str(expected[name].dtype),
+                    list(expected[name].shape),
+                    False,
+                    -1,
+                    float("inf"),
+                    float("inf"),
+                    a,
+                    r,
+                    "missing from the lowered model",
+                )
+            )
+            continue
+        exp = np.asarray(expected[name])
+        diff = compare(exp, actual[name], a, r)
+        reports.append(
+            OutputReport(
+                name,
+                str(exp.dtype),
+                list(exp.shape),
+                diff.passed,
+                diff.mismatches,
+                diff.max_abs_error,
+                diff.max_rel_error,
+                a,
+                r,
+                diff.reason,
+            )
+        )
+    return reports
 
 
 def check(
@@ -132,41 +176,7 @@ def check(
         raise B2SError(f"onnxruntime could not run the lowered model: {exc}") from exc
     timings["onnxruntime_s"] = time.perf_counter() - start
 
-    reports = []
-    for name in names:
-        a, r = _tolerance(atol, name), _tolerance(rtol, name)
-        if name not in actual:
-            reports.append(
-                OutputReport(
-                    name,
-                    str(expected[name].dtype),
-                    list(expected[name].shape),
-                    False,
-                    -1,
-                    float("inf"),
-                    float("inf"),
-                    a,
-                    r,
-                    "missing from the lowered model",
-                )
-            )
-            continue
-        exp = np.asarray(expected[name])
-        diff = compare(exp, actual[name], a, r)
-        reports.append(
-            OutputReport(
-                name,
-                str(exp.dtype),
-                list(exp.shape),
-                diff.passed,
-                diff.mismatches,
-                diff.max_abs_error,
-                diff.max_rel_error,
-                a,
-                r,
-                diff.reason,
-            )
-        )
+    reports = compare_outputs(names, expected, actual, atol, rtol)
     return CheckResult(
         passed=all(r.passed for r in reports),
         seed=seed,

@@ -1,0 +1,1 @@
+"""OpenVINO IR (v10, v11) reading and conversion to ONNX."""

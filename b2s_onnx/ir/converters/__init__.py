@@ -1,0 +1,15 @@
+"""Layer converters, one module per op family; importing this package registers them all."""
+
+from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
+    convolution,
+    data_movement,
+    detection,
+    detection_output,
+    elementwise,
+    reduce,
+    resize,
+    shape_ops,
+)
+from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
+
+__all__ = ["CONVERTERS", "find", "supported_ops"]

@@ -1,0 +1,308 @@
+"""DetectionOutput-1/8 (SSD post-processing) as a subgraph of standard ONNX ops.
+
+Follows OpenVINO's reference algorithm step by step:
+1. decode every prior with its location deltas (CENTER_SIZE or CORNER code), optionally
+   clipped to [0, 1];
+2. per image and foreground class: the ``top_k`` highest scores above
+   ``confidence_threshold`` (TopK), then greedy NMS at ``nms_threshold``
+   (NonMaxSuppression, one NMS batch per image and class);
+3. per image: if more than ``keep_top_k`` boxes survive, the ``keep_top_k`` best scores;
+4. rows ``[image, label, score, xmin, ymin, xmax, ymax]`` ordered by image, label, then
+   score; valid rows first, then one row whose image is -1, then zeros.
+
+Supported: shared locations, normalized priors, Caffe-style labels, three inputs (no
+ARM refinement). Anything else is refused by name.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._attrs import flag, integer, ints, number
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.reader import Layer
+
+_CODES = {
+    "caffe.priorboxparameter.center_size": "center_size",
+    "caffe.priorboxparameter.corner": "corner",
+}
+
+
+def _static(ctx: ConversionContext, layer: Layer, tensor: str) -> tuple[int, ...]:
+    shape = ctx.shape(tensor)
+    if shape is None or any(d is None for d in shape):
+        raise B2SError(f"{layer.where()}: DetectionOutput needs static input shapes")
+    return tuple(shape)
+
+
+def _require(layer: Layer, condition: bool, what: str) -> None:
+    if not condition:
+        raise B2SError(f"{layer.where()}: DetectionOutput with {what} is not supported")
+
+
+def _i64(ctx, hint, values):
+    return ctx.const(hint, np.asarray(values, np.int64))
+
+
+def _f32(ctx, hint, values):
+    return ctx.const(hint, np.asarray(values, np.float32))
+
+
+def _decode(ctx, layer, loc, priors, images, num_priors, code, encoded):
+    """Decoded boxes [images, P, 4] in the reference's operation order."""
+    prior_rows = _static(ctx, layer, priors)
+    prior_batch = prior_rows[0]
+    _require(layer, prior_batch in (1, images), "a prior batch that is neither 1 nor N")
+    rows = ctx.one("Reshape", [priors, _i64(ctx, "prior_rows", [prior_batch, -1, num_priors, 4])])
+    boxes = ctx.one("Gather", [rows, _i64(ctx, "row0", 0)], axis=1)
+    deltas = ctx.one("Reshape", [loc, _i64(ctx, "loc_rows", [images, num_priors, 4])])
+    px0, py0, px1, py1 = ctx.node(
+        "Split",
+        [boxes, _i64(ctx, "four", [1, 1, 1, 1])],
+        [ctx.tmp(f"p{i}") for i in range(4)],
+        axis=2,
+    )
+    dx0, dy0, dx1, dy1 = ctx.node(
+        "Split",
+        [deltas, _i64(ctx, "four", [1, 1, 1, 1])],
+        [ctx.tmp(f"d{i}") for i in range(4)],
+        axis=2,
+    )
+    if not encoded:
+        variances = ctx.one("Gather", [rows, _i64(ctx, "row1", 1)], axis=1)
+        v0, v1, v2, v3 = ctx.node(
+            "Split",
+            [variances, _i64(ctx, "four", [1, 1, 1, 1])],
+            [ctx.tmp(f"v{i}") for i in range(4)],
+            axis=2,
+        )
+        dx0, dy0 = ctx.one("Mul", [v0, dx0]), ctx.one("Mul", [v1, dy0])
+        dx1, dy1 = ctx.one("Mul", [v2, dx1]), ctx.one("Mul", [v3, dy1])
+    if code == "corner":
+        parts = [
+            ctx.one("Add", [p, d]) for p, d in ((px0, dx0), (py0, dy0), (px1, dx1), (py1, dy1))
+        ]
+    else:
+        half = _f32(ctx, "half", 2.0)
+        width, height = ctx.one("Sub", [px1, px0]), ctx.one("Sub", [py1, py0])
+        center_x = ctx.one("Div", [ctx.one("Add", [px0, px1]), half])
+        center_y = ctx.one("Div", [ctx.one("Add", [py0, py1]), half])
+        box_cx = ctx.one("Add", [ctx.one("Mul", [dx0, width]), center_x])
+        box_cy = ctx.one("Add", [ctx.one("Mul", [dy0, height]), center_y])
+        box_w = ctx.one("Mul", [ctx.one("Exp", [dx1]), width])
+        box_h = ctx.one("Mul", [ctx.one("Exp", [dy1]), height])
+        half_w, half_h = ctx.one("Div", [box_w, half]), ctx.one("Div", [box_h, half])
+        parts = [
+            ctx.one("Sub", [box_cx, half_w]),
+            ctx.one("Sub", [box_cy, half_h]),
+            ctx.one("Add", [box_cx, half_w]),
+            ctx.one("Add", [box_cy, half_h]),
+        ]
+    decoded = ctx.one("Concat", parts, axis=2)
+    if flag(layer, "clip_before_nms", False):
+        decoded = ctx.one("Clip", [decoded, _f32(ctx, "zero", 0.0), _f32(ctx, "one", 1.0)])
+    return decoded
+
+
+@converts("DetectionOutput", (1, 8))
+def detection_output(ctx, layer, inputs):
+    _require(layer, len(inputs) == 3, f"{len(inputs)} inputs (ARM refinement)")
+    _require(layer, flag(layer, "share_location", True), "share_location=false")
+    _require(layer, flag(layer, "normalized", False), "normalized=false")
+    _require(layer, not flag(layer, "decrease_label_id", False), "decrease_label_id=true")
+    code = _CODES.get(layer.data.get("code_type", "caffe.PriorBoxParameter.CORNER").lower())
+    _require(layer, code is not None, f"code_type={layer.data.get('code_type')}")
+    loc, conf, priors = inputs
+    images, loc_size = _static(ctx, layer, loc)
+    num_priors = loc_size // 4
+    num_classes = (
+        integer(layer, "num_classes")
+        if layer.version == "opset1"
+        else _static(ctx, layer, conf)[1] // num_priors
+    )
+    background = integer(layer, "background_label_id", 0)
+    top_k = integer(layer, "top_k", -1)
+    keep_top_k = (ints(layer, "keep_top_k", "-1") or [-1])[0]
+    threshold = number(layer, "confidence_threshold", 0.0)
+    out_rows = _static(ctx, layer, ctx.out(layer))[2]
+    labels = [c for c in range(num_classes) if c != background]
+    fg = len(labels)
+    per_class = num_priors if top_k < 0 else min(top_k, num_priors)
+
+    boxes = _decode(
+        ctx,
+        layer,
+        loc,
+        priors,
+        images,
+        num_priors,
+        code,
+        flag(layer, "variance_encoded_in_target", False),
+    )
+    scores = ctx.one(
+        "Transpose",
+        [ctx.one("Reshape", [conf, _i64(ctx, "conf_rows", [images, num_priors, num_classes])])],
+        perm=[0, 2, 1],
+    )
+    scores = ctx.one("Gather", [scores, _i64(ctx, "labels", labels)], axis=1)  # [N, C', P]
+    # 2. top_k candidates per (image, class), best first; ties keep the lower prior first.
+    top_scores, top_priors = ctx.node(
+        "TopK",
+        [scores, _i64(ctx, "top_k", [per_class])],
+        [ctx.tmp("top_scores"), ctx.tmp("top_priors")],
+        axis=2,
+        largest=1,
+        sorted=1,
+    )
+    flat_priors = ctx.one("Reshape", [top_priors, _i64(ctx, "flat", [images, fg * per_class, 1])])
+    candidate_boxes = ctx.one("GatherND", [boxes, flat_priors], batch_dims=1)
+    nms_boxes = ctx.one(
+        "Reshape", [candidate_boxes, _i64(ctx, "nms_boxes", [images * fg, per_class, 4])]
+    )
+    nms_scores = ctx.one(
+        "Reshape", [top_scores, _i64(ctx, "nms_scores", [images * fg, 1, per_class])]
+    )
+    selected = ctx.one(
+        "NonMaxSuppression",
+        [
+            nms_boxes,
+            nms_scores,
+            _i64(ctx, "max_out", [per_class]),
+            _f32(ctx, "iou", [number(layer, "nms_threshold")]),
+            _f32(ctx, "score", [threshold]),
+        ],
+    )
+    # Mark survivors in a dense [N*C', K] grid: -inf where nothing survived.
+    batch_and_rank = ctx.one("Gather", [selected, _i64(ctx, "cols", [0, 2])], axis=1)
+    ones = ctx.one(
+        "Expand",
+        [
+            _f32(ctx, "one_f", 1.0),
+            ctx.one(
+                "Slice",
+                [ctx.one("Shape", [batch_and_rank]), _i64(ctx, "s0", [0]), _i64(ctx, "s1", [1])],
+            ),
+        ],
+    )
+    kept = ctx.one(
+        "ScatterND", [_f32(ctx, "grid", np.zeros((images * fg, per_class))), batch_and_rank, ones]
+    )
+    flat_scores = ctx.one(
+        "Reshape", [top_scores, _i64(ctx, "grid_shape", [images * fg, per_class])]
+    )
+    minus_inf = _f32(ctx, "minus_inf", -np.inf)
+    survivor_scores = ctx.one(
+        "Where", [ctx.one("Greater", [kept, _f32(ctx, "half_f", 0.5)]), flat_scores, minus_inf]
+    )
+    per_image = ctx.one(
+        "Reshape", [survivor_scores, _i64(ctx, "per_image", [images, fg * per_class])]
+    )
+    # 3. keep_top_k best per image (all of them when keep_top_k is -1).
+    keep = fg * per_class if keep_top_k < 0 else min(keep_top_k, fg * per_class)
+    best_scores, best_slots = ctx.node(
+        "TopK",
+        [per_image, _i64(ctx, "keep", [keep])],
+        [ctx.tmp("best_scores"), ctx.tmp("best_slots")],
+        axis=1,
+        largest=1,
+        sorted=1,
+    )
+    valid = ctx.one("Greater", [best_scores, minus_inf])
+    # 4. order by label, then score: slot // K is the class, the TopK position the score rank.
+    class_of = ctx.one("Div", [best_slots, _i64(ctx, "k_div", per_class)])
+    order_key = ctx.one(
+        "Add",
+        [
+            ctx.one("Mul", [class_of, _i64(ctx, "stride", keep)]),
+            _i64(ctx, "position", np.arange(keep)),
+        ],
+    )
+    order_key = ctx.one("Where", [valid, order_key, _i64(ctx, "last", fg * keep + keep)])
+    order_key = ctx.one("Cast", [order_key], to=TensorProto.FLOAT)
+    order = ctx.node(
+        "TopK",
+        [order_key, _i64(ctx, "keep2", [keep])],
+        [ctx.tmp("order_keys"), ctx.tmp("order")],
+        axis=1,
+        largest=0,
+        sorted=1,
+    )[1]
+    slots = ctx.one("GatherElements", [best_slots, order], axis=1)
+    row_scores = ctx.one("GatherElements", [best_scores, order], axis=1)
+    row_valid = ctx.one("GatherElements", [valid, order], axis=1)
+    classes = ctx.one("Div", [slots, _i64(ctx, "k_div2", per_class)])
+    label_values = ctx.one(
+        "Cast", [ctx.one("Gather", [_i64(ctx, "label_ids", labels), classes])], to=TensorProto.FLOAT
+    )
+    prior_grid = ctx.one("Reshape", [top_priors, _i64(ctx, "prior_grid", [images, fg * per_class])])
+    prior_ids = ctx.one("GatherElements", [prior_grid, slots], axis=1)
+    row_boxes = ctx.one(
+        "GatherND",
+        [boxes, ctx.one("Unsqueeze", [prior_ids, _i64(ctx, "last_axis", [2])])],
+        batch_dims=1,
+    )  # [N, keep, 4]
+    if flag(layer, "clip_after_nms", False):
+        row_boxes = ctx.one("Clip", [row_boxes, _f32(ctx, "zero2", 0.0), _f32(ctx, "one2", 1.0)])
+    image_ids = ctx.one(
+        "Expand",
+        [
+            _f32(ctx, "image_ids", np.arange(images, dtype=np.float32).reshape(images, 1, 1)),
+            _i64(ctx, "col_shape", [images, keep, 1]),
+        ],
+    )
+    rows = ctx.one(
+        "Concat",
+        [
+            image_ids,
+            ctx.one("Unsqueeze", [label_values, _i64(ctx, "u2", [2])]),
+            ctx.one("Unsqueeze", [row_scores, _i64(ctx, "u3", [2])]),
+            row_boxes,
+        ],
+        axis=2,
+    )
+    rows = ctx.one(
+        "Where",
+        [ctx.one("Unsqueeze", [row_valid, _i64(ctx, "u4", [2])]), rows, _f32(ctx, "zero_row", 0.0)],
+    )
+    # Valid rows of all images first (stable), then the -1 marker, then zeros.
+    total = images * keep
+    flat_rows = ctx.one("Reshape", [rows, _i64(ctx, "all_rows", [total, 7])])
+    flat_valid = ctx.one("Reshape", [row_valid, _i64(ctx, "all_valid", [total])])
+    positions = _i64(ctx, "positions", np.arange(total))
+    compact_key = ctx.one(
+        "Cast",
+        [
+            ctx.one(
+                "Where",
+                [flat_valid, positions, ctx.one("Add", [positions, _i64(ctx, "shift", total)])],
+            )
+        ],
+        to=TensorProto.FLOAT,
+    )
+    compact = ctx.node(
+        "TopK",
+        [compact_key, _i64(ctx, "total", [total])],
+        [ctx.tmp("compact_keys"), ctx.tmp("compact")],
+        axis=0,
+        largest=0,
+        sorted=1,
+    )[1]
+    ordered = ctx.one("Gather", [flat_rows, compact], axis=0)
+    if out_rows > total:
+        ordered = ctx.one("Pad", [ordered, _i64(ctx, "pad_rows", [0, 0, out_rows - total, 0])])
+    elif out_rows < total:
+        ordered = ctx.one(
+            "Slice",
+            [ordered, _i64(ctx, "r0", [0]), _i64(ctx, "r1", [out_rows]), _i64(ctx, "r2", [0])],
+        )
+    count = ctx.one("ReduceSum", [ctx.one("Cast", [flat_valid], to=TensorProto.INT64)], keepdims=1)
+    marker = ctx.one(
+        "Equal", [_i64(ctx, "row_index", np.arange(out_rows).reshape(out_rows, 1)), count]
+    )
+    first_column = _i64(ctx, "first_col", np.eye(1, 7, dtype=np.int64))
+    is_marker = ctx.one("And", [marker, ctx.one("Cast", [first_column], to=TensorProto.BOOL)])
+    result = ctx.one("Where", [is_marker, _f32(ctx, "minus_one", -1.0), ordered])
+    ctx.one("Reshape", [result, _i64(ctx, "out_shape", [1, 1, out_rows, 7])], ctx.out(layer))

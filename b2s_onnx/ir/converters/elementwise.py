@@ -1,0 +1,306 @@
+"""Element-wise layers: arithmetic, comparisons, logic, and activations."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._attrs import check_broadcast, choice, flag, integer, number
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.reader import Layer
+from b2s_onnx.ir.weights import element_type, onnx_type
+
+FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+
+BINARY = {
+    "Add": "Add",
+    "Subtract": "Sub",
+    "Multiply": "Mul",
+    "Maximum": "Max",
+    "Minimum": "Min",
+    "Power": "Pow",
+    "Equal": "Equal",
+    "Less": "Less",
+    "Greater": "Greater",
+    "LessEqual": "LessOrEqual",
+    "GreaterEqual": "GreaterOrEqual",
+    "LogicalAnd": "And",
+    "LogicalOr": "Or",
+    "LogicalXor": "Xor",
+}
+UNARY = {
+    "ReLU": "Relu",
+    "Sigmoid": "Sigmoid",
+    "Tanh": "Tanh",
+    "Exp": "Exp",
+    "Log": "Log",
+    "Sqrt": "Sqrt",
+    "Abs": "Abs",
+    "Negative": "Neg",
+    "Floor": "Floor",
+    "Ceiling": "Ceil",
+    "Sin": "Sin",
+    "Cos": "Cos",
+    "Tan": "Tan",
+    "Asin": "Asin",
+    "Acos": "Acos",
+    "Atan": "Atan",
+    "Sinh": "Sinh",
+    "Cosh": "Cosh",
+    "Asinh": "Asinh",
+    "Acosh": "Acosh",
+    "Atanh": "Atanh",
+    "Erf": "Erf",
+    "Sign": "Sign",
+    "SoftPlus": "Softplus",
+    "LogicalNot": "Not",
+    "SoftSign": "Softsign",
+}
+
+
+def _binary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    check_broadcast(layer)
+    ctx.one(BINARY[layer.type], inputs, ctx.out(layer))
+
+
+def _unary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    ctx.one(UNARY[layer.type], inputs[:1], ctx.out(layer))
+
+
+for _type in BINARY:
+    converts(_type, (1,))(_binary)
+for _type in UNARY:
+    converts(_type, (1, 4, 9))(_unary)
+
+
+def scalar(ctx: ConversionContext, hint: str, value: float, like: str) -> str:
+    """A scalar constant of ``like``'s element type."""
+    return ctx.const(hint, np.asarray(value, dtype=NUMPY_OF_ONNX[ctx.type_of(like)]))
+
+
+@converts("NotEqual", (1,))
+def not_equal(ctx, layer, inputs):
+    check_broadcast(layer)
+    ctx.one("Not", [ctx.one("Equal", inputs)], ctx.out(layer))
+
+
+@converts("SquaredDifference", (1,))
+def squared_difference(ctx, layer, inputs):
+    check_broadcast(layer)
+    difference = ctx.one("Sub", inputs)
+    ctx.one("Mul", [difference, difference], ctx.out(layer))
+
+
+@converts("Divide", (1,))
+def divide(ctx, layer, inputs):
+    """Integer division floors when ``m_pythondiv`` (the default), ONNX's Div truncates."""
+    check_broadcast(layer)
+    python_div = flag(layer, "m_pythondiv", True)
+    if ctx.type_of(inputs[0]) in FLOATS or not python_div:
+        ctx.one("Div", inputs, ctx.out(layer))
+        return
+    remainder = ctx.one("Mod", inputs, fmod=0)  # takes the divisor's sign: Python's %
+    ctx.one("Div", [ctx.one("Sub", [inputs[0], remainder]), inputs[1]], ctx.out(layer))
+
+
+@converts("Mod", (1,))
+def mod(ctx, layer, inputs):
+    """Truncated remainder (the dividend's sign): ONNX Mod with fmod=1."""
+    check_broadcast(layer)
+    ctx.one("Mod", inputs, ctx.out(layer), fmod=1)
+
+
+@converts("FloorMod", (1,))
+def floor_mod(ctx, layer, inputs):
+    """Remainder with the divisor's sign; ONNX Mod(fmod=0) does that for integers only."""
+    check_broadcast(layer)
+    if ctx.type_of(inputs[0]) not in FLOATS:
+        ctx.one("Mod", inputs, ctx.out(layer), fmod=0)
+        return
+    remainder = ctx.one("Mod", inputs, fmod=1)
+    zero = scalar(ctx, "zero", 0.0, inputs[0])
+    differs = ctx.one(
+        "Xor", [ctx.one("Less", [remainder, zero]), ctx.one("Less", [inputs[1], zero])]
+    )
+    fix = ctx.one("And", [differs, ctx.one("Not", [ctx.one("Equal", [remainder, zero])])])
+    shifted = ctx.one("Add", [remainder, inputs[1]])
+    ctx.one("Where", [fix, shifted, remainder], ctx.out(layer))
+
+
+@converts("Clamp", (1,))
+def clamp(ctx, layer, inputs):
+    low, high = number(layer, "min"), number(layer, "max")
+    dtype = NUMPY_OF_ONNX[ctx.type_of(inputs[0])]
+    if not np.issubdtype(dtype, np.floating):
+        low, high = math.ceil(low), math.floor(high)
+    ctx.one(
+        "Clip",
+        [
+            inputs[0],
+            ctx.const("min", np.asarray(low, dtype)),
+            ctx.const("max", np.asarray(high, dtype)),
+        ],
+        ctx.out(layer),
+    )
+
+
+@converts("Elu", (1,))
+def elu(ctx, layer, inputs):
+    ctx.one("Elu", inputs[:1], ctx.out(layer), alpha=number(layer, "alpha"))
+
+
+@converts("Selu", (1,))
+def selu(ctx, layer, inputs):
+    alpha = ctx.require_value(layer, inputs[1], "alpha")
+    lam = ctx.require_value(layer, inputs[2], "lambda")
+    if alpha.size != 1 or lam.size != 1:
+        raise B2SError(f"{layer.where()}: alpha and lambda must hold one value each")
+    ctx.one(
+        "Selu",
+        inputs[:1],
+        ctx.out(layer),
+        alpha=float(alpha.reshape(-1)[0]),
+        gamma=float(lam.reshape(-1)[0]),
+    )
+
+
+@converts("HSigmoid", (5,))
+def hsigmoid(ctx, layer, inputs):
+    ctx.one("HardSigmoid", inputs, ctx.out(layer), alpha=1.0 / 6.0, beta=0.5)
+
+
+@converts("HSwish", (4,))
+def hswish(ctx, layer, inputs):
+    gate = ctx.one("HardSigmoid", inputs, alpha=1.0 / 6.0, beta=0.5)
+    ctx.one("Mul", [inputs[0], gate], ctx.out(layer))
+
+
+@converts("Mish", (4,))
+def mish(ctx, layer, inputs):
+    gate = ctx.one("Tanh", [ctx.one("Softplus", inputs)])
+    ctx.one("Mul", [inputs[0], gate], ctx.out(layer))
+
+
+@converts("Swish", (4,))
+def swish(ctx, layer, inputs):
+    scaled = ctx.one("Mul", [inputs[0], inputs[1]]) if len(inputs) > 1 else inputs[0]
+    ctx.one("Mul", [inputs[0], ctx.one("Sigmoid", [scaled])], ctx.out(layer))
+
+
+@converts("Gelu", (2, 7))
+def gelu(ctx, layer, inputs):
+    mode = (
+        choice(layer, "approximation_mode", ("erf", "tanh"), "erf")
+        if layer.version == "opset7"
+        else "erf"
+    )
+    x = inputs[0]
+    half = scalar(ctx, "half", 0.5, x)
+    one = scalar(ctx, "one", 1.0, x)
+    if mode == "erf":
+        inner = ctx.one("Erf", [ctx.one("Mul", [x, scalar(ctx, "rsqrt2", 1 / math.sqrt(2), x)])])
+    else:
+        cube = ctx.one("Mul", [ctx.one("Mul", [x, x]), x])
+        poly = ctx.one("Add", [x, ctx.one("Mul", [cube, scalar(ctx, "c", 0.044715, x)])])
+        inner = ctx.one(
+            "Tanh", [ctx.one("Mul", [poly, scalar(ctx, "k", math.sqrt(2 / math.pi), x)])]
+        )
+    ctx.one("Mul", [ctx.one("Mul", [x, half]), ctx.one("Add", [one, inner])], ctx.out(layer))
+
+
+@converts("PReLU", (1,))
+def prelu(ctx, layer, inputs):
+    """A 1-D slope of length C applies along the channel axis (1), not the last one."""
+    data, slope = inputs
+    data_shape = ctx.shape(data)
+    slope_shape = ctx.shape(slope)
+    if (
+        data_shape is not None
+        and slope_shape is not None
+        and len(slope_shape) == 1
+        and len(data_shape) > 2
+        and slope_shape[0] not in (1, None)
+        and slope_shape[0] == data_shape[1]
+    ):
+        target = [slope_shape[0]] + [1] * (len(data_shape) - 2)
+        slope = ctx.one("Reshape", [slope, ctx.const("slope_shape", np.asarray(target, np.int64))])
+    ctx.one("PRelu", [data, slope], ctx.out(layer))
+
+
+@converts("Round", (5,))
+def round_(ctx, layer, inputs):
+    mode = choice(layer, "mode", ("half_to_even", "half_away_from_zero"))
+    if mode == "half_to_even":
+        ctx.one("Round", inputs, ctx.out(layer))
+        return
+    x = inputs[0]
+    magnitude = ctx.one(
+        "Floor", [ctx.one("Add", [ctx.one("Abs", [x]), scalar(ctx, "half", 0.5, x)])]
+    )
+    ctx.one("Mul", [ctx.one("Sign", [x]), magnitude], ctx.out(layer))
+
+
+@converts("Convert", (1,))
+def convert(ctx, layer, inputs):
+    target = onnx_type(element_type(layer.data.get("destination_type", ""), layer.where()))
+    ctx.one("Cast", inputs, ctx.out(layer), to=target)
+
+
+@converts("ConvertLike", (1,))
+def convert_like(ctx, layer, inputs):
+    ctx.one("Cast", inputs[:1], ctx.out(layer), to=ctx.type_of(inputs[1]))
+
+
+@converts("Select", (1,))
+def select(ctx, layer, inputs):
+    check_broadcast(layer)
+    ctx.one("Where", inputs, ctx.out(layer))
+
+
+@converts("FakeQuantize", (1,))
+def fake_quantize(ctx, layer, inputs):
+    """y = round((clamp(x) - il) / (ih - il) * (L-1)) / (L-1) * (oh - ol) + ol, where clamp
+    maps x <= min(il, ih) to il and x > max(il, ih) to ih (so y = ol resp. oh there)."""
+    check_broadcast(layer)
+    levels = integer(layer, "levels")
+    x, in_low, in_high, out_low, out_high = inputs
+    ranges = [ctx.value(t) for t in inputs[1:]]
+    if all(r is not None for r in ranges):
+        _fake_quantize_constant_ranges(ctx, layer, x, levels, *ranges)
+        return
+    steps = scalar(ctx, "steps", float(levels - 1), x)
+    low = ctx.one("Min", [in_low, in_high])
+    high = ctx.one("Max", [in_low, in_high])
+    clamped = ctx.one("Min", [ctx.one("Max", [x, low]), high])
+    ratio = ctx.one("Div", [ctx.one("Sub", [clamped, in_low]), ctx.one("Sub", [in_high, in_low])])
+    quantized = ctx.one("Round", [ctx.one("Mul", [ratio, steps])])
+    scaled = ctx.one(
+        "Mul", [ctx.one("Div", [quantized, steps]), ctx.one("Sub", [out_high, out_low])]
+    )
+    ctx.one("Add", [scaled, out_low], ctx.out(layer))
+
+
+def _fake_quantize_constant_ranges(ctx, layer, x, levels, in_low, in_high, out_low, out_high):
+    """The same formula with its coefficients computed once: 6 nodes instead of 11."""
+    dtype = NUMPY_OF_ONNX[ctx.type_of(x)]
+    steps = dtype(levels - 1)
+    in_low, in_high = in_low.astype(dtype), in_high.astype(dtype)
+    out_low, out_high = out_low.astype(dtype), out_high.astype(dtype)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        in_scale = (steps / (in_high - in_low)).astype(dtype)
+    out_scale = ((out_high - out_low) / steps).astype(dtype)
+    clamped = ctx.one(
+        "Min",
+        [
+            ctx.one("Max", [x, ctx.const("low", np.minimum(in_low, in_high))]),
+            ctx.const("high", np.maximum(in_low, in_high)),
+        ],
+    )
+    shifted = ctx.one("Sub", [clamped, ctx.const("in_low", in_low)])
+    quantized = ctx.one("Round", [ctx.one("Mul", [shifted, ctx.const("in_scale", in_scale)])])
+    scaled = ctx.one("Mul", [quantized, ctx.const("out_scale", out_scale)])
+    ctx.one("Add", [scaled, ctx.const("out_low", out_low)], ctx.out(layer))

@@ -1,0 +1,155 @@
+"""Interpolate-1/4/11 as ONNX Resize (opset >= 18 for the axes attribute)."""
+
+from __future__ import annotations
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._attrs import choice, flag, ints, number
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.reader import Layer
+
+_COORDINATES = (
+    "half_pixel",
+    "pytorch_half_pixel",
+    "asymmetric",
+    "tf_half_pixel_for_nn",
+    "align_corners",
+)
+
+
+def _no_pads(layer: Layer) -> None:
+    if any(ints(layer, "pads_begin", "0")) or any(ints(layer, "pads_end", "0")):
+        raise B2SError(f"{layer.where()}: Interpolate with pads is not supported")
+
+
+def _resize(
+    ctx: ConversionContext,
+    layer: Layer,
+    data: str,
+    axes: list[int],
+    *,
+    sizes: str | None = None,
+    scales: str | None = None,
+    mode: str,
+    coordinates: str,
+    nearest_mode: str = "round_prefer_floor",
+    cubic: float = -0.75,
+    antialias: bool = False,
+) -> None:
+    if ctx.opset < 18:
+        raise B2SError(f"{layer.where()}: Interpolate needs target opset >= 18 (Resize axes)")
+    attrs = {"mode": mode, "coordinate_transformation_mode": coordinates, "axes": axes}
+    if mode == "nearest":
+        attrs["nearest_mode"] = nearest_mode
+    if mode == "cubic":
+        attrs["cubic_coeff_a"] = cubic
+    if antialias:
+        attrs["antialias"] = 1
+    operands = [data, "", scales or "", sizes or ""]
+    while operands and operands[-1] == "":
+        operands.pop()
+    ctx.one("Resize", operands, ctx.out(layer), **attrs)
+
+
+def _sizes_and_scales(ctx, layer, data, axes):
+    """The static output sizes on ``axes`` (from the IR) and the scales they imply."""
+    in_shape, out_shape = ctx.shape(data), ctx.shape(ctx.out(layer))
+    if in_shape is None or out_shape is None:
+        return None, None
+    sizes = [out_shape[a] for a in axes]
+    ins = [in_shape[a] for a in axes]
+    if any(v is None for v in sizes + ins):
+        return None, None
+    return sizes, [s / i for s, i in zip(sizes, ins, strict=True)]
+
+
+def _simple_nearest(layer, scales) -> str:
+    """OpenVINO's 'simple' rounding: floor when upsampling, ceil when downsampling."""
+    if scales is None:
+        raise B2SError(f"{layer.where()}: nearest_mode 'simple' needs static shapes")
+    if all(s >= 1 for s in scales):
+        return "floor"
+    if all(s < 1 for s in scales):
+        return "ceil"
+    raise B2SError(f"{layer.where()}: nearest_mode 'simple' mixing up- and downsampling")
+
+
+@converts("Interpolate", (1,))
+def interpolate1(ctx, layer, inputs):
+    _no_pads(layer)
+    data = inputs[0]
+    rank = ctx.rank(layer, data)
+    axes = ints(layer, "axes")
+    mode = choice(layer, "mode", ("nearest", "linear", "cubic", "linear_onnx", "area"))
+    if mode == "area" or (mode == "linear" and rank > 4):
+        raise B2SError(f"{layer.where()}: mode '{mode}' for rank {rank} is not supported")
+    if flag(layer, "antialias", False):
+        raise B2SError(f"{layer.where()}: antialias is not supported for Interpolate-1")
+    _, scales = _sizes_and_scales(ctx, layer, data, axes)
+    align = flag(layer, "align_corners", False)
+    onnx_mode = "nearest" if mode == "nearest" else ("cubic" if mode == "cubic" else "linear")
+    # OpenVINO's own Interpolate-1 -> Interpolate-4 mapping decides the coordinate mode.
+    if align:
+        coordinates = "align_corners"
+    elif onnx_mode == "linear" and not (rank == 4 and sorted(axes) == [2, 3]):
+        coordinates = "half_pixel"
+    else:
+        coordinates = "asymmetric"
+    nearest = _simple_nearest(layer, scales) if onnx_mode == "nearest" else "round_prefer_floor"
+    _resize(
+        ctx,
+        layer,
+        data,
+        axes,
+        sizes=ctx.int64(inputs[1]),
+        mode=onnx_mode,
+        coordinates=coordinates,
+        nearest_mode=nearest,
+    )
+
+
+@converts("Interpolate", (4, 11))
+def interpolate4(ctx, layer, inputs):
+    _no_pads(layer)
+    data = inputs[0]
+    rank = ctx.rank(layer, data)
+    modes = ("nearest", "linear", "linear_onnx", "cubic", "bilinear_pillow", "bicubic_pillow")
+    mode = choice(layer, "mode", modes)
+    calc = choice(layer, "shape_calculation_mode", ("sizes", "scales"))
+    coordinates = choice(layer, "coordinate_transformation_mode", _COORDINATES, "half_pixel")
+    nearest_mode = choice(
+        layer,
+        "nearest_mode",
+        ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple"),
+        "round_prefer_floor",
+    )
+    if layer.version == "opset4":
+        sizes_in, scales_in = inputs[1], inputs[2]
+        axes_in = inputs[3] if len(inputs) > 3 else None
+    else:
+        sizes_in = scales_in = inputs[1]
+        axes_in = inputs[2] if len(inputs) > 2 else None
+    if axes_in is not None:
+        axes = [int(a) % rank for a in ctx.require_value(layer, axes_in, "axes").reshape(-1)]
+    else:
+        axes = list(range(rank))
+    _, scales = _sizes_and_scales(ctx, layer, data, axes)
+    if mode in ("bilinear_pillow", "bicubic_pillow"):
+        raise B2SError(f"{layer.where()}: mode '{mode}' has no ONNX equivalent")
+    if mode == "linear" and (scales is None or any(s < 1 for s in scales)):
+        raise B2SError(f"{layer.where()}: mode 'linear' is only exact in ONNX when upsampling")
+    onnx_mode = {"linear_onnx": "linear"}.get(mode, mode)
+    if nearest_mode == "simple":
+        nearest_mode = _simple_nearest(layer, scales)
+    kwargs = {
+        "mode": onnx_mode,
+        "coordinates": coordinates,
+        "nearest_mode": nearest_mode,
+        "cubic": number(layer, "cube_coeff", -0.75),
+        "antialias": flag(layer, "antialias", False),
+    }
+    if calc == "sizes":
+        _resize(ctx, layer, data, axes, sizes=ctx.int64(sizes_in), **kwargs)
+    else:
+        scales_tensor = ctx.one("Cast", [scales_in], to=1)
+        _resize(ctx, layer, data, axes, scales=scales_tensor, **kwargs)

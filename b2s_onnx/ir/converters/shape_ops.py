@@ -1,0 +1,250 @@
+"""Layers that reshape, reorder, slice, join or describe tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._attrs import choice, flag, integer, ints
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.reader import Layer
+from b2s_onnx.ir.weights import element_type, onnx_type
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+INT64_MIN = int(np.iinfo(np.int64).min)
+
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, dtype=np.int64))
+
+
+@converts("Parameter", (1,))
+def parameter(ctx, layer, inputs):
+    """Graph inputs are declared by the converter driver; nothing to emit."""
+
+
+@converts("Reshape", (1,))
+def reshape(ctx, layer, inputs):
+    special_zero = flag(layer, "special_zero")
+    data, shape = inputs
+    value = ctx.value(shape)
+    attrs = {}
+    if not special_zero and (value is None or (value == 0).any()):
+        attrs["allowzero"] = 1  # a 0 means a zero-sized dim, not "copy"
+    ctx.one("Reshape", [data, ctx.int64(shape)], ctx.out(layer), **attrs)
+
+
+@converts("Transpose", (1,))
+def transpose(ctx, layer, inputs):
+    order = ctx.require_value(layer, inputs[1], "the order input")
+    rank = ctx.rank(layer, inputs[0])
+    perm = [int(v) for v in order.reshape(-1)] or list(reversed(range(rank)))
+    perm = [p + rank if p < 0 else p for p in perm]
+    ctx.one("Transpose", inputs[:1], ctx.out(layer), perm=perm)
+
+
+@converts("Squeeze", (1, 15))
+def squeeze(ctx, layer, inputs):
+    if len(inputs) > 1:
+        ctx.one("Squeeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
+    else:
+        ctx.one("Squeeze", inputs, ctx.out(layer))
+
+
+@converts("Unsqueeze", (1,))
+def unsqueeze(ctx, layer, inputs):
+    ctx.one("Unsqueeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
+
+
+@converts("Concat", (1,))
+def concat(ctx, layer, inputs):
+    ctx.one("Concat", inputs, ctx.out(layer), axis=integer(layer, "axis"))
+
+
+@converts("ShapeOf", (1, 3))
+def shape_of(ctx, layer, inputs):
+    out_type = onnx_type(element_type(layer.data.get("output_type", "i64"), layer.where()))
+    shape = ctx.shape(inputs[0])
+    if shape is not None and all(d is not None for d in shape):
+        # The IR declares the shape: a constant, which lets shape arithmetic fold away.
+        ctx.add_constant(ctx.out(layer), np.asarray(shape, NUMPY_OF_ONNX[out_type]))
+        return
+    if out_type == TensorProto.INT64:
+        ctx.one("Shape", inputs, ctx.out(layer))
+    else:
+        ctx.one("Cast", [ctx.one("Shape", inputs)], ctx.out(layer), to=out_type)
+
+
+def _mask(layer: Layer, key: str, length: int) -> list[int]:
+    values = ints(layer, key, "")
+    return values + [0] * (length - len(values))
+
+
+@converts("StridedSlice", (1,))
+def strided_slice(ctx, layer, inputs):
+    """Masks as in OpenVINO: begin_mask/end_mask 1 = ignore that bound; new_axis inserts a
+    dimension, shrink_axis removes one, ellipsis stands for all dims not named."""
+    data = inputs[0]
+    rank = ctx.rank(layer, data)
+    begin = [int(v) for v in ctx.require_value(layer, inputs[1], "begin").reshape(-1)]
+    end = [int(v) for v in ctx.require_value(layer, inputs[2], "end").reshape(-1)]
+    if len(inputs) > 3:
+        stride = [int(v) for v in ctx.require_value(layer, inputs[3], "stride").reshape(-1)]
+    else:
+        stride = [1] * len(begin)
+    count = len(begin)
+    begin_mask, end_mask = _mask(layer, "begin_mask", count), _mask(layer, "end_mask", count)
+    new_axis, shrink = _mask(layer, "new_axis_mask", count), _mask(layer, "shrink_axis_mask", count)
+    ellipsis = _mask(layer, "ellipsis_mask", count)
+    if sum(ellipsis) > 1:
+        raise B2SError(f"{layer.where()}: more than one ellipsis")
+    named = sum(1 for i in range(count) if not new_axis[i] and not ellipsis[i])
+    starts, stops, axes, steps, squeeze_axes, new_positions = [], [], [], [], [], []
+    axis = 0  # input axis
+    out_position = 0
+    for i in range(count):
+        if ellipsis[i]:
+            covered = rank - named
+            axis += covered
+            out_position += covered
+            continue
+        if new_axis[i]:
+            new_positions.append(out_position)
+            out_position += 1
+            continue
+        step = stride[i] if i < len(stride) else 1
+        if step == 0:
+            raise B2SError(f"{layer.where()}: stride[{i}] is 0")
+        if shrink[i]:
+            b = begin[i]
+            starts.append(b)
+            stops.append(b + 1 if b != -1 else INT64_MAX)
+            axes.append(axis)
+            steps.append(1)
+            squeeze_axes.append(axis)
+        else:
+            start = (0 if step > 0 else INT64_MAX) if begin_mask[i] else begin[i]
+            stop = (INT64_MAX if step > 0 else INT64_MIN) if end_mask[i] else end[i]
+            if not (start == 0 and stop == INT64_MAX and step == 1):
+                starts.append(start)
+                stops.append(stop)
+                axes.append(axis)
+                steps.append(step)
+            out_position += 1
+        axis += 1
+    current = data
+    if axes:
+        current = ctx.one(
+            "Slice",
+            [
+                current,
+                _i64(ctx, "starts", starts),
+                _i64(ctx, "ends", stops),
+                _i64(ctx, "axes", axes),
+                _i64(ctx, "steps", steps),
+            ],
+        )
+    if squeeze_axes:
+        current = ctx.one("Squeeze", [current, _i64(ctx, "squeeze", squeeze_axes)])
+    if new_positions:
+        current = ctx.one("Unsqueeze", [current, _i64(ctx, "new_axes", new_positions)])
+    ctx.one("Identity", [current], ctx.out(layer))
+
+
+@converts("Gather", (1, 7, 8))
+def gather(ctx, layer, inputs):
+    axis = int(ctx.require_value(layer, inputs[2], "axis").reshape(-1)[0])
+    if layer.version != "opset1" and integer(layer, "batch_dims", 0) != 0:
+        raise B2SError(f"{layer.where()}: batch_dims != 0 is not supported")
+    ctx.one("Gather", inputs[:2], ctx.out(layer), axis=axis)
+
+
+def _split(ctx, layer, data, axis, lengths):
+    outputs = [ctx.out(layer, i) for i in range(len(layer.outputs))]
+    ctx.node("Split", [data, _i64(ctx, "split", lengths)], outputs, axis=axis)
+
+
+@converts("VariadicSplit", (1,))
+def variadic_split(ctx, layer, inputs):
+    axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
+    lengths = [int(v) for v in ctx.require_value(layer, inputs[2], "split_lengths").reshape(-1)]
+    if -1 in lengths:
+        shape = ctx.shape(inputs[0])
+        dim = None if shape is None else shape[axis]
+        if dim is None:
+            raise B2SError(f"{layer.where()}: split_lengths has -1 on a dynamic axis")
+        lengths[lengths.index(-1)] = dim - (sum(lengths) + 1)
+    _split(ctx, layer, inputs[0], axis, lengths)
+
+
+@converts("Split", (1,))
+def split(ctx, layer, inputs):
+    axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
+    parts = integer(layer, "num_splits")
+    shape = ctx.shape(inputs[0])
+    dim = None if shape is None else shape[axis]
+    if dim is None or dim % parts:
+        raise B2SError(f"{layer.where()}: axis {axis} must be static and divisible by {parts}")
+    _split(ctx, layer, inputs[0], axis, [dim // parts] * parts)
+
+
+@converts("Tile", (1,))
+def tile(ctx, layer, inputs):
+    repeats = ctx.value(inputs[1])
+    rank = ctx.rank(layer, inputs[0])
+    data = inputs[0]
+    if repeats is None:
+        ctx.one("Tile", [data, ctx.int64(inputs[1])], ctx.out(layer))
+        return
+    counts = [int(v) for v in repeats.reshape(-1)]
+    if len(counts) < rank:
+        counts = [1] * (rank - len(counts)) + counts
+    elif len(counts) > rank:
+        data = ctx.one("Unsqueeze", [data, _i64(ctx, "lead", list(range(len(counts) - rank)))])
+    ctx.one("Tile", [data, _i64(ctx, "repeats", counts)], ctx.out(layer))
+
+
+@converts("Broadcast", (1, 3))
+def broadcast(ctx, layer, inputs):
+    mode = choice(layer, "mode", ("numpy", "explicit", "bidirectional"), "numpy")
+    data, target = inputs[0], ctx.int64(inputs[1])
+    if mode == "explicit":
+        mapping = [int(v) for v in ctx.require_value(layer, inputs[2], "axes_mapping").reshape(-1)]
+        target_value = ctx.require_value(layer, inputs[1], "target_shape").reshape(-1)
+        shape = [1] * len(target_value)
+        data_shape = ctx.shape(data)
+        if data_shape is None or any(d is None for d in data_shape):
+            raise B2SError(f"{layer.where()}: explicit Broadcast needs a static input shape")
+        for source_axis, target_axis in enumerate(mapping):
+            shape[target_axis] = data_shape[source_axis]
+        data = ctx.one("Reshape", [data, _i64(ctx, "mapped", shape)])
+    ctx.one("Expand", [data, target], ctx.out(layer))
+
+
+@converts("Range", (1, 4))
+def range_(ctx, layer, inputs):
+    if layer.version == "opset4":
+        out_type = onnx_type(element_type(layer.data.get("output_type", "f32"), layer.where()))
+    else:
+        out_type = ctx.type_of(inputs[0])
+    cast = [
+        ctx.one(
+            "Cast", [ctx.one("Squeeze", [t]) if ctx.shape(t) not in ((), None) else t], to=out_type
+        )
+        for t in inputs
+    ]
+    ctx.one("Range", cast, ctx.out(layer))
+
+
+@converts("Pad", (1, 12))
+def pad(ctx, layer, inputs):
+    mode = choice(layer, "pad_mode", ("constant", "edge", "reflect", "symmetric"), "constant")
+    if mode == "symmetric":
+        raise B2SError(f"{layer.where()}: pad_mode='symmetric' has no ONNX equivalent")
+    pads = ctx.one("Concat", [ctx.int64(inputs[1]), ctx.int64(inputs[2])], axis=0)
+    operands = [inputs[0], pads]
+    if mode == "constant" and len(inputs) > 3:
+        operands.append(inputs[3])
+    ctx.one("Pad", operands, ctx.out(layer), mode=mode)

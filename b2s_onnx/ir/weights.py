@@ -1,0 +1,118 @@
+"""Element types of the IR and Const data from the ``.bin`` file, checked before use."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+from onnx import TensorProto
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.reader import Layer, parse_shape
+
+#: IR element type -> (numpy dtype, ONNX type). f16 maps to ONNX float: see ``onnx_type``.
+ELEMENT_TYPES: dict[str, tuple[np.dtype, int]] = {
+    "f32": (np.dtype(np.float32), TensorProto.FLOAT),
+    "f16": (np.dtype(np.float16), TensorProto.FLOAT16),
+    "f64": (np.dtype(np.float64), TensorProto.DOUBLE),
+    "bf16": (np.dtype(ml_dtypes.bfloat16), TensorProto.BFLOAT16),
+    "i8": (np.dtype(np.int8), TensorProto.INT8),
+    "i16": (np.dtype(np.int16), TensorProto.INT16),
+    "i32": (np.dtype(np.int32), TensorProto.INT32),
+    "i64": (np.dtype(np.int64), TensorProto.INT64),
+    "u8": (np.dtype(np.uint8), TensorProto.UINT8),
+    "u16": (np.dtype(np.uint16), TensorProto.UINT16),
+    "u32": (np.dtype(np.uint32), TensorProto.UINT32),
+    "u64": (np.dtype(np.uint64), TensorProto.UINT64),
+    "boolean": (np.dtype(np.bool_), TensorProto.BOOL),
+}
+#: v10 port precisions spell types differently.
+PRECISIONS = {
+    "FP32": "f32",
+    "FP16": "f16",
+    "FP64": "f64",
+    "BF16": "bf16",
+    "I8": "i8",
+    "I16": "i16",
+    "I32": "i32",
+    "I64": "i64",
+    "U8": "u8",
+    "U16": "u16",
+    "U32": "u32",
+    "U64": "u64",
+    "BOOL": "boolean",
+    "BOOLEAN": "boolean",
+}
+
+
+def element_type(name: str, where: str) -> str:
+    """Normalises an element type or precision name; refuses unknown ones."""
+    key = name.strip()
+    if key in ELEMENT_TYPES:
+        return key
+    if key.upper() in PRECISIONS:
+        return PRECISIONS[key.upper()]
+    if key.lower() in ELEMENT_TYPES:
+        return key.lower()
+    raise B2SError(
+        f"{where}: element type '{name}' is not supported (supported: {', '.join(ELEMENT_TYPES)})"
+    )
+
+
+def onnx_type(ir_type: str) -> int:
+    """The ONNX type a tensor of ``ir_type`` gets: f16 is computed as f32, as OpenVINO's
+    CPU plugin does under the f32 inference-precision hint."""
+    return TensorProto.FLOAT if ir_type == "f16" else ELEMENT_TYPES[ir_type][1]
+
+
+class Weights:
+    """The ``.bin`` file, memory-mapped: a Const is read only when used, and once."""
+
+    def __init__(self, path: str | os.PathLike | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._data: np.ndarray | None = None
+        if self.path is not None:
+            if not self.path.is_file():
+                raise B2SError(f"{self.path}: no such file (the IR's weights)")
+            size = self.path.stat().st_size
+            self._data = (
+                np.memmap(self.path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+            )
+
+    def const(self, layer: Layer) -> np.ndarray:
+        where = layer.where()
+        data = layer.data
+        for key in ("element_type", "shape", "offset", "size"):
+            if key not in data:
+                raise B2SError(f"{where}: missing <data {key}=...>")
+        ir_type = element_type(data["element_type"], where)
+        dtype = ELEMENT_TYPES[ir_type][0]
+        shape = parse_shape(data["shape"], Path(self.path or "?"), where)
+        if shape is None or any(d is None for d in shape):
+            raise B2SError(f"{where}: a Const must have a static shape, got '{data['shape']}'")
+        try:
+            offset, size = int(data["offset"]), int(data["size"])
+        except ValueError:
+            raise B2SError(f"{where}: offset/size must be integers") from None
+        if offset < 0 or size < 0:
+            raise B2SError(f"{where}: negative offset {offset} or size {size}")
+        count = int(np.prod(shape, dtype=object))
+        expected = count * dtype.itemsize
+        if size != expected:
+            raise B2SError(
+                f"{where}: size {size} does not match shape {list(shape)} x "
+                f"{dtype.itemsize} bytes = {expected}"
+            )
+        if self._data is None:
+            raise B2SError(f"{where}: needs a .bin file")
+        if offset + size > len(self._data):
+            raise B2SError(
+                f"{where}: bytes {offset}..{offset + size} lie past the end of "
+                f"{self.path} ({len(self._data)} bytes)"
+            )
+        raw = np.array(self._data[offset : offset + size])  # one copy, detached from the map
+        if ir_type == "boolean":
+            return raw.astype(np.bool_).reshape(shape)
+        return raw.view(dtype).reshape(shape)

@@ -1,0 +1,107 @@
+"""Parity of a converted IR: OpenVINO's CPU plugin (when the package is installed) or, without
+it, onnx's reference evaluator on the converted graph before lowering, vs onnxruntime."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx.reference import ReferenceEvaluator
+
+from b2s_onnx.builders import DEFAULT_DOMAIN
+from b2s_onnx.errors import B2SError
+from b2s_onnx.parity.check import CheckResult, Tolerance, compare_outputs
+from b2s_onnx.parity.inputs import make_inputs
+from b2s_onnx.parity.reference_ops import reference_ops
+from b2s_onnx.parity.runtime import run_onnxruntime
+
+
+def openvino_available() -> bool:
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _run_openvino(
+    xml: Path, bin_path: Path | None, feeds: Mapping[str, np.ndarray], names: Sequence[str]
+) -> dict[str, np.ndarray]:
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(str(xml), None if bin_path is None else str(bin_path))
+    # The CPU plugin runs bf16 on AMX/AVX512-BF16 machines unless told otherwise.
+    compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    by_name = {}
+    for port in compiled.inputs:
+        match = [n for n in feeds if n in port.get_names()]
+        if not match:
+            raise B2SError(f"OpenVINO input {sorted(port.get_names())} has no converted input")
+        by_name[port] = feeds[match[0]]
+    results = compiled(by_name)
+    outputs = {}
+    for port in compiled.outputs:
+        match = [n for n in names if n in port.get_names()]
+        if match:
+            outputs[match[0]] = np.asarray(results[port])
+    return outputs
+
+
+def check_ir(
+    xml_path: str | os.PathLike,
+    converted: onnx.ModelProto,
+    *,
+    bin_path: str | os.PathLike | None = None,
+    unlowered: onnx.ModelProto | None = None,
+    reference: str = "auto",
+    inputs: Mapping[str, np.ndarray] | None = None,
+    seed: int = 0,
+    dim_sizes: Mapping[str, int] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    atol: Tolerance = 1e-4,
+    rtol: Tolerance = 1e-3,
+) -> CheckResult:
+    """Runs ``converted`` in onnxruntime against ``reference`` ("openvino", "onnx", "auto")."""
+    if reference == "auto":
+        reference = "openvino" if openvino_available() else "onnx"
+    feeds = make_inputs(
+        converted, seed=seed, given=inputs, dim_sizes=dim_sizes, input_shapes=input_shapes
+    )
+    names = [o.name for o in converted.graph.output]
+    timings = {}
+    start = time.perf_counter()
+    if reference == "openvino":
+        if not openvino_available():
+            raise B2SError(
+                "--reference openvino needs the openvino package (pip install 'b2s-onnx[openvino]')"
+            )
+        expected = _run_openvino(
+            Path(xml_path), None if bin_path is None else Path(bin_path), feeds, names
+        )
+        label = "openvino-cpu"
+    elif reference == "onnx":
+        if unlowered is None:
+            raise B2SError("the onnx reference needs the converted graph before lowering")
+        evaluator = ReferenceEvaluator(unlowered, new_ops=reference_ops([DEFAULT_DOMAIN]))
+        expected = dict(zip(names, evaluator.run(None, feeds), strict=True))
+        label = "onnx-reference"
+    else:
+        raise B2SError(f"unknown reference '{reference}' (openvino, onnx)")
+    timings["reference_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    actual = run_onnxruntime(converted, feeds)
+    timings["onnxruntime_s"] = time.perf_counter() - start
+    reports = compare_outputs(names, expected, actual, atol, rtol)
+    return CheckResult(
+        passed=all(r.passed for r in reports),
+        seed=seed,
+        outputs=reports,
+        input_shapes={k: list(v.shape) for k, v in feeds.items()},
+        timings=timings,
+        reference=label,
+    )

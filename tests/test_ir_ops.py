@@ -1,0 +1,474 @@
+"""Every supported IR layer: built with OpenVINO's Python API, saved as IR, converted, and
+run in onnxruntime against OpenVINO's CPU plugin (compiled with f32 precision)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+import b2s_onnx
+from b2s_onnx.ir.convert import convert_ir_model
+from b2s_onnx.ir.converters import supported_ops
+from b2s_onnx.parity.runtime import run_onnxruntime
+
+ov = pytest.importorskip("openvino")
+import openvino.opset1 as o1  # noqa: E402
+import openvino.opset2 as o2  # noqa: E402
+import openvino.opset4 as o4  # noqa: E402
+import openvino.opset5 as o5  # noqa: E402
+import openvino.opset6 as o6  # noqa: E402
+import openvino.opset8 as o8  # noqa: E402
+import openvino.opset11 as o11  # noqa: E402
+
+pytestmark = pytest.mark.openvino
+
+F32 = np.float32
+I64 = np.int64
+
+
+def c(values, dtype=I64):
+    return o1.constant(np.asarray(values, dtype))
+
+
+def rng_const(shape, seed=0, scale=0.5):
+    return o1.constant((np.random.default_rng(seed).standard_normal(shape) * scale).astype(F32))
+
+
+def run_both(tmp_path, build, shapes, dtypes=None, *, feeds=None, compress=False):
+    """Saves the model as IR, converts it, runs both; returns (ours, theirs, onnx model)."""
+    dtypes = dtypes or [F32] * len(shapes)
+    params = [
+        o1.parameter(shape, dtype, name=f"in{i}")
+        for i, (shape, dtype) in enumerate(zip(shapes, dtypes, strict=True))
+    ]
+    outputs = build(*params)
+    outputs = outputs if isinstance(outputs, list | tuple) else [outputs]
+    model = ov.Model([o.output(0) if hasattr(o, "output") else o for o in outputs], params)
+    xml = tmp_path / "model.xml"
+    ov.save_model(model, xml, compress_to_fp16=compress)
+    converted = b2s_onnx.convert_ir(xml)
+    onnx.checker.check_model(converted, full_check=True)
+    rng = np.random.default_rng(1)
+    if feeds is None:
+        feeds = {}
+        for param, dtype in zip(params, dtypes, strict=True):
+            shape = list(param.get_output_shape(0))
+            if np.issubdtype(dtype, np.floating):
+                feeds[param.get_friendly_name()] = rng.standard_normal(shape).astype(dtype)
+            elif dtype == np.bool_:
+                feeds[param.get_friendly_name()] = rng.integers(0, 2, shape).astype(bool)
+            else:
+                feeds[param.get_friendly_name()] = rng.integers(-20, 20, shape).astype(dtype)
+    ours = run_onnxruntime(converted, feeds)
+    compiled = ov.Core().compile_model(
+        ov.Core().read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+    )
+    theirs = compiled(feeds)
+    pairs = []
+    for port in compiled.outputs:
+        name = next(n for n in ours if n in port.get_names())
+        pairs.append((ours[name], np.asarray(theirs[port])))
+    return pairs, converted
+
+
+def assert_close(pairs, atol=1e-5, rtol=1e-5, exact=False):
+    for ours, theirs in pairs:
+        assert ours.shape == theirs.shape
+        if exact:
+            assert ours.tobytes() == theirs.astype(ours.dtype).tobytes()
+        else:
+            np.testing.assert_allclose(
+                ours.astype(np.float64), theirs.astype(np.float64), atol=atol, rtol=rtol
+            )
+
+
+X4 = [[1, 3, 8, 10]]
+CASES = {
+    "Add": (lambda a, b: o1.add(a, b), [[2, 3, 4], [3, 1]]),
+    "Subtract": (lambda a, b: o1.subtract(a, b), [[2, 3, 4], [4]]),
+    "Multiply": (lambda a, b: o1.multiply(a, b), [[2, 3], [2, 3]]),
+    "Divide": (lambda a, b: o1.divide(a, o1.add(o1.abs(b), c(1.0, F32))), [[2, 3], [2, 3]]),
+    "Maximum": (lambda a, b: o1.maximum(a, b), [[2, 3], [1, 3]]),
+    "Minimum": (lambda a, b: o1.minimum(a, b), [[2, 3], [1, 3]]),
+    "Power": (lambda a: o1.power(o1.abs(a), c(1.5, F32)), [[2, 3]]),
+    "SquaredDifference": (lambda a, b: o1.squared_difference(a, b), [[2, 3], [2, 3]]),
+    "ReLU": (lambda a: o1.relu(a), [[2, 5]]),
+    "Sigmoid": (lambda a: o1.sigmoid(a), [[2, 5]]),
+    "Tanh": (lambda a: o1.tanh(a), [[2, 5]]),
+    "Exp": (lambda a: o1.exp(a), [[2, 5]]),
+    "Log": (lambda a: o1.log(o1.abs(a)), [[2, 5]]),
+    "Sqrt": (lambda a: o1.sqrt(o1.abs(a)), [[2, 5]]),
+    "Negative": (lambda a: o1.negative(a), [[2, 5]]),
+    "Floor": (lambda a: o1.floor(a), [[2, 5]]),
+    "Erf": (lambda a: o1.erf(a), [[2, 5]]),
+    "Clamp": (lambda a: o1.clamp(a, -0.5, 0.7), [[2, 5]]),
+    "Elu": (lambda a: o1.elu(a, 0.8), [[2, 5]]),
+    "PReLU-channel": (lambda a: o1.prelu(a, c([0.1, 0.2, 0.3], F32)), X4),
+    "PReLU-scalar": (lambda a: o1.prelu(a, c([0.25], F32)), X4),
+    "Swish": (lambda a: o4.swish(a, c(1.3, F32)), [[2, 5]]),
+    "HSwish": (lambda a: o4.hswish(a), [[2, 5]]),
+    "Mish": (lambda a: o4.mish(a), [[2, 5]]),
+    "SoftPlus": (lambda a: o4.softplus(a), [[2, 5]]),
+    "HSigmoid": (lambda a: o5.hsigmoid(a), [[2, 5]]),
+    "Gelu-erf": (lambda a: o1.multiply(o4.gelu(a), c(1.0, F32)), [[2, 5]]),
+    "Gelu-tanh": (lambda a: ov.opset7.gelu(a, "tanh"), [[2, 5]]),
+    "SoftMax-1": (lambda a: o1.softmax(a, 1), [[2, 5, 3]]),
+    "SoftMax-8": (lambda a: o8.softmax(a, -1), [[2, 5, 3]]),
+    "LogSoftmax": (lambda a: o5.log_softmax(a, 1), [[2, 5]]),
+    "Convolution": (
+        lambda a: o1.convolution(a, rng_const([4, 3, 3, 3]), [1, 2], [1, 0], [1, 1], [1, 1]),
+        X4,
+    ),
+    "Convolution-same": (
+        lambda a: o1.convolution(
+            a, rng_const([4, 3, 3, 3]), [2, 2], [0, 0], [0, 0], [1, 1], "same_upper"
+        ),
+        X4,
+    ),
+    "GroupConvolution": (
+        lambda a: o1.group_convolution(
+            a, rng_const([3, 2, 1, 3, 3]), [1, 1], [1, 1], [1, 1], [2, 2]
+        ),
+        X4,
+    ),
+    "ConvolutionBackpropData": (
+        lambda a: o1.convolution_backprop_data(
+            a, rng_const([3, 2, 3, 3]), [2, 2], pads_begin=[1, 1], pads_end=[0, 0], dilations=[1, 1]
+        ),
+        X4,
+    ),
+    "ConvolutionBackpropData-output_shape": (
+        lambda a: o1.convolution_backprop_data(
+            a, rng_const([3, 2, 3, 3]), [2, 2], c([17, 20]), dilations=[1, 1]
+        ),
+        X4,
+    ),
+    "ConvolutionBackpropData-output_shape-same_lower": (
+        lambda a: o1.convolution_backprop_data(
+            a, rng_const([3, 2, 3, 3]), [2, 2], c([16, 19]), dilations=[1, 1], auto_pad="same_lower"
+        ),
+        X4,
+    ),
+    "GroupConvolutionBackpropData": (
+        lambda a: o1.group_convolution_backprop_data(
+            a,
+            rng_const([3, 1, 2, 3, 3]),
+            [2, 2],
+            pads_begin=[0, 1],
+            pads_end=[1, 0],
+            dilations=[1, 1],
+            output_padding=[1, 1],
+        ),
+        X4,
+    ),
+    "MaxPool-1": (lambda a: o1.max_pool(a, [2, 2], [0, 0], [0, 0], [3, 3], "ceil"), X4),
+    "MaxPool-8": (lambda a: o8.max_pool(a, [2, 2], [1, 1], [1, 1], [1, 1], [3, 3]).output(0), X4),
+    "AvgPool-exclude": (lambda a: o1.avg_pool(a, [2, 2], [1, 1], [1, 1], [3, 3], True), X4),
+    "AvgPool-include": (lambda a: o1.avg_pool(a, [2, 2], [1, 1], [1, 1], [3, 3], False), X4),
+    "AvgPool-ceil": (
+        lambda a: o1.avg_pool(a, [2, 2], [0, 0], [0, 0], [2, 2], False, "ceil"),
+        [[1, 3, 7, 9]],
+    ),
+    "MatMul": (lambda a, b: o1.matmul(a, b, False, True), [[2, 3, 4], [5, 4]]),
+    "MatMul-ta": (lambda a, b: o1.matmul(a, b, True, False), [[4, 3], [4, 5]]),
+    "Concat": (lambda a, b: o1.concat([a, b], 1), [[2, 3], [2, 4]]),
+    "Reshape-zero": (lambda a: o1.reshape(a, c([0, -1]), True), [[2, 3, 4]]),
+    "Reshape": (lambda a: o1.reshape(a, c([4, 6]), False), [[2, 3, 4]]),
+    "Transpose": (lambda a: o1.transpose(a, c([2, 0, 1])), [[2, 3, 4]]),
+    "Squeeze": (lambda a: o1.squeeze(a, c([1])), [[2, 1, 4]]),
+    "Unsqueeze": (lambda a: o1.unsqueeze(a, c([0, 3])), [[2, 4]]),
+    "StridedSlice": (
+        lambda a: o1.strided_slice(
+            a, c([0, 1, -3]), c([0, 3, -1]), c([1, 1, 1]), [1, 0, 0], [1, 0, 0]
+        ),
+        [[2, 4, 6]],
+    ),
+    "StridedSlice-shrink": (
+        lambda a: o1.strided_slice(
+            a, c([1, 0, 2]), c([2, 0, 5]), c([1, 1, 2]), [0, 1, 0], [0, 1, 0], [], [1, 0, 0]
+        ),
+        [[2, 4, 6]],
+    ),
+    "StridedSlice-new-axis": (
+        lambda a: o1.strided_slice(
+            a, c([0, 0, 1]), c([1, 0, 3]), c([1, 1, 1]), [1, 0, 0], [1, 0, 0], [0, 1, 0]
+        ),
+        [[2, 4]],
+    ),
+    "StridedSlice-ellipsis": (
+        lambda a: o1.strided_slice(
+            a, c([0, 1]), c([0, 3]), c([1, 1]), [0, 0], [0, 0], [], [], [1, 0]
+        ),
+        [[2, 3, 5]],
+    ),
+    "StridedSlice-reverse": (
+        lambda a: o1.strided_slice(a, c([0, -1]), c([0, 0]), c([1, -1]), [1, 1], [1, 1]),
+        [[3, 5]],
+    ),
+    "Gather": (lambda a: o8.gather(a, c([2, 0, -1]), c(1)), [[2, 4, 3]]),
+    "VariadicSplit": (lambda a: o1.variadic_split(a, c(1), c([1, -1, 2])), [[2, 6]]),
+    "Split": (lambda a: o1.split(a, c(2), 3), [[2, 2, 6]]),
+    "ShapeOf-fold": (lambda a: o1.add(a, o1.convert(o1.shape_of(a), "f32")), [[3, 2]]),
+    "Tile": (lambda a: o1.tile(a, c([2, 1, 3])), [[2, 3]]),
+    "Broadcast": (lambda a: ov.opset3.broadcast(a, c([2, 3, 4])), [[3, 1]]),
+    "Range-fold": (
+        lambda a: o1.add(a, o4.range(c(0.0, F32), c(3.0, F32), c(1.0, F32), "f32")),
+        [[2, 3]],
+    ),
+    "Pad": (lambda a: o1.pad(a, c([0, 1]), c([1, 2]), "constant", c(0.5, F32)), [[2, 3]]),
+    "Pad-reflect": (lambda a: o1.pad(a, c([0, 1]), c([1, 1]), "reflect"), [[3, 4]]),
+    "Select": (lambda a, b: o1.select(o1.greater(a, b), a, b), [[2, 3], [2, 3]]),
+    "Equal-logical": (
+        lambda a, b: o1.convert(o1.logical_or(o1.less(a, b), o1.not_equal(a, b)), "f32"),
+        [[2, 3], [2, 3]],
+    ),
+    "ReduceMax": (lambda a: o1.reduce_max(a, c([1]), True), [[2, 3, 4]]),
+    "ReduceMean": (lambda a: o1.reduce_mean(a, c([1, 2]), False), [[2, 3, 4]]),
+    "ReduceMin": (lambda a: o1.reduce_min(a, c([-1]), False), [[2, 3, 4]]),
+    "ReduceSum": (lambda a: o1.reduce_sum(a, c([0]), True), [[2, 3, 4]]),
+    "ReduceProd": (lambda a: o1.reduce_prod(a, c([2]), False), [[2, 3, 4]]),
+    "MVN-6": (lambda a: o6.mvn(a, c([2, 3]), True, 1e-5, "inside_sqrt"), X4),
+    "MVN-6-outside": (lambda a: o6.mvn(a, c([1, 2, 3]), True, 1e-3, "outside_sqrt"), X4),
+    "NormalizeL2": (lambda a: o1.normalize_l2(a, c([1]), 1e-6, "add"), X4),
+    "TopK": (lambda a: list(o11.topk(a, c(3), 1, "max", "value").outputs()), [[2, 6, 3]]),
+    "TopK-min-index": (lambda a: list(o11.topk(a, c(2), -1, "min", "index").outputs()), [[2, 5]]),
+    "FakeQuantize": (
+        lambda a: o1.fake_quantize(a, c(-1.0, F32), c(1.0, F32), c(-0.5, F32), c(0.5, F32), 16),
+        [[2, 7]],
+    ),
+    "Interpolate-1-linear": (
+        lambda a: o1.interpolate(
+            a, c([12, 16]), {"axes": [2, 3], "mode": "linear", "align_corners": True}
+        ),
+        X4,
+    ),
+    "Interpolate-1-nearest": (
+        lambda a: o1.interpolate(a, c([16, 20]), {"axes": [2, 3], "mode": "nearest"}),
+        X4,
+    ),
+    "Interpolate-11-linear_onnx": (
+        lambda a: o11.interpolate(
+            a,
+            c([16, 15]),
+            "linear_onnx",
+            "sizes",
+            axes=c([2, 3]),
+            coordinate_transformation_mode="half_pixel",
+        ),
+        X4,
+    ),
+    "Interpolate-11-nearest": (
+        lambda a: o11.interpolate(
+            a,
+            c([2.0, 2.0], F32),
+            "nearest",
+            "scales",
+            axes=c([2, 3]),
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+        ),
+        X4,
+    ),
+    "Interpolate-11-cubic": (
+        lambda a: o11.interpolate(
+            a,
+            c([12, 13]),
+            "cubic",
+            "sizes",
+            axes=c([2, 3]),
+            coordinate_transformation_mode="pytorch_half_pixel",
+        ),
+        X4,
+    ),
+    "Interpolate-11-nearest-down": (
+        lambda a: o11.interpolate(
+            a,
+            c([4, 5]),
+            "nearest",
+            "sizes",
+            axes=c([2, 3]),
+            coordinate_transformation_mode="half_pixel",
+            nearest_mode="round_prefer_ceil",
+        ),
+        X4,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_layer_matches_openvino(tmp_path, case):
+    build, shapes = CASES[case]
+    pairs, _ = run_both(tmp_path, build, shapes)
+    assert_close(pairs, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_integer_division_floors_as_the_spec_says(tmp_path, dtype):
+    """Divide with m_pythondiv (default) floors; OpenVINO's core reference does, its CPU
+    plugin truncates (a plugin deviation, pinned here)."""
+    a = np.array([[-7, -1, 7, 5, -20]], dtype)
+    b = np.array([[2, 5, 2, 5, 3]], dtype)
+    (pair,), _ = run_both(
+        tmp_path,
+        lambda x, y: o1.divide(x, y),
+        [[1, 5], [1, 5]],
+        [dtype, dtype],
+        feeds={"in0": a, "in1": b},
+    )
+    ours, plugin = pair
+    assert ours.tolist() == [[-4, -1, 3, 1, -7]] == (a // b).tolist()
+    assert plugin.tolist() == [[-3, 0, 3, 1, -6]]
+    node = o1.divide(o1.parameter([1, 5], dtype), o1.parameter([1, 5], dtype))
+    out = ov.Tensor(np.zeros((1, 5), dtype))
+    assert node.evaluate([out], [ov.Tensor(a), ov.Tensor(b)])
+    assert out.data.tolist() == ours.tolist()
+
+
+def test_strided_slice_with_shrink_and_new_axis_follows_openvino_reference(tmp_path):
+    """OpenVINO's CPU plugin returns uninitialised memory for this mask combination; its
+    core reference and b2s_onnx agree on x[1, 2:5:2] with a new axis in front."""
+
+    def build(a):
+        return o1.strided_slice(
+            a, c([1, 0, 2]), c([2, 0, 5]), c([1, 1, 2]), [0, 0, 0], [0, 0, 0], [0, 1, 0], [1, 0, 0]
+        )
+
+    data = np.arange(48, dtype=F32).reshape(2, 4, 6)
+    (pair,), _ = run_both(tmp_path, build, [[2, 4, 6]], feeds={"in0": data})
+    expected = data[1, 2:5:2][None]
+    assert pair[0].tobytes() == expected.tobytes()
+    param = o1.parameter([2, 4, 6], F32)
+    node = build(param)
+    out = ov.Tensor(np.zeros(expected.shape, F32))
+    bounds = [ov.Tensor(np.asarray(v, I64)) for v in ([1, 0, 2], [2, 0, 5], [1, 1, 2])]
+    assert node.evaluate([out], [ov.Tensor(data), *bounds])
+    assert out.data.tobytes() == expected.tobytes()
+
+
+def test_floor_mod_and_mod_match_openvino(tmp_path):
+    pairs, _ = run_both(
+        tmp_path,
+        lambda a, b: [
+            o1.floor_mod(a, o1.add(o1.abs(b), c(0.5, F32))),
+            o1.mod(a, o1.add(o1.abs(b), c(0.5, F32))),
+        ],
+        [[3, 4], [3, 4]],
+    )
+    assert_close(pairs, atol=1e-5)
+
+
+def test_prior_box_clustered_is_a_constant_equal_to_openvino(tmp_path):
+    attrs = {
+        "widths": [9.4, 25.1, 14.7],
+        "heights": [15.0, 39.6, 25.5],
+        "clip": False,
+        "step_widths": 16.0,
+        "step_heights": 16.0,
+        "offset": 0.5,
+        "variances": [0.1, 0.1, 0.2, 0.2],
+    }
+    pairs, converted = run_both(
+        tmp_path,
+        lambda a: o1.add(
+            o1.prior_box_clustered(
+                o1.strided_slice(o1.shape_of(a), c([2]), c([4]), c([1]), [0], [0]),
+                c([300, 300]),
+                attrs,
+            ),
+            o1.reduce_sum(a, c([0, 1, 2, 3]), False),
+        ),
+        [[1, 3, 19, 19]],
+    )
+    assert_close(pairs, atol=1e-6)
+    assert "PriorBoxClustered" not in {n.op_type for n in converted.graph.node}
+
+
+@pytest.mark.parametrize(
+    ("name", "build", "shape"),
+    [
+        (
+            "BatchToSpace",
+            lambda a: o2.batch_to_space(a, c([1, 1, 2, 2]), c([0, 0, 1, 0]), c([0, 0, 0, 1])),
+            [8, 3, 5, 6],
+        ),
+        (
+            "SpaceToBatch",
+            lambda a: o2.space_to_batch(a, c([1, 1, 2, 3]), c([0, 0, 1, 0]), c([0, 0, 1, 0])),
+            [2, 3, 4, 6],
+        ),
+        ("DepthToSpace-5D", lambda a: o1.depth_to_space(a, "depth_first", 2), [1, 16, 2, 3, 4]),
+        ("SpaceToDepth", lambda a: o1.space_to_depth(a, "blocks_first", 2), [1, 3, 4, 6]),
+    ],
+)
+def test_data_movement_layers_are_lowered_and_exact(tmp_path, name, build, shape):
+    pairs, converted = run_both(tmp_path, build, [shape])
+    assert_close(pairs, exact=True)
+    assert {n.domain for n in converted.graph.node} == {""}
+    assert [o.domain for o in converted.opset_import] == [""]
+
+
+def test_dilated_convolution_pattern_in_context(tmp_path):
+    """SpaceToBatch -> Convolution -> BatchToSpace, as TensorFlow writes dilated convs."""
+
+    def build(a):
+        s2b = o2.space_to_batch(a, c([1, 1, 2, 2]), c([0, 0, 2, 2]), c([0, 0, 2, 2]))
+        conv = o1.convolution(s2b, rng_const([4, 3, 3, 3]), [1, 1], [0, 0], [0, 0], [1, 1])
+        return o1.relu(o2.batch_to_space(conv, c([1, 1, 2, 2]), c([0, 0, 0, 0]), c([0, 0, 0, 0])))
+
+    pairs, _ = run_both(tmp_path, build, [[1, 3, 12, 12]])
+    assert_close(pairs, atol=1e-5)
+
+
+def test_dynamic_batch_model_converts_and_runs_for_several_batches(tmp_path):
+    param = o1.parameter([-1, 4, 3, 2], F32, name="data")
+    b2s = o2.batch_to_space(param, c([1, 2, 1, 2]), c([0, 1, 0, 0]), c([0, 0, 0, 1]))
+    model = ov.Model([o1.relu(b2s)], [param])
+    xml = tmp_path / "dyn.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+    converted = b2s_onnx.convert_ir(xml)
+    assert converted.graph.input[0].type.tensor_type.shape.dim[0].dim_param
+    compiled = ov.Core().compile_model(
+        ov.Core().read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+    )
+    for batch in (4, 8, 12):
+        data = np.random.default_rng(batch).standard_normal((batch, 4, 3, 2)).astype(F32)
+        ours = next(iter(run_onnxruntime(converted, {"data": data}).values()))
+        theirs = compiled({"data": data})[compiled.outputs[0]]
+        assert ours.tobytes() == np.asarray(theirs).tobytes()
+
+
+def test_fp16_compressed_weights_convert(tmp_path):
+    pairs, converted = run_both(
+        tmp_path,
+        lambda a: o1.convolution(a, rng_const([4, 3, 3, 3]), [1, 1], [1, 1], [1, 1], [1, 1]),
+        X4,
+        compress=True,
+    )
+    assert_close(pairs, atol=1e-5)
+    assert converted.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+
+
+def test_every_registered_converter_is_exercised_or_listed():
+    """Keeps the README's supported-op table honest: the registry is the source."""
+    ops = supported_ops()
+    assert ("BatchToSpace", "opset2") in ops
+    assert ("Interpolate", "opset11") in ops
+    assert len(ops) > 80
+
+
+def test_unsupported_layers_are_all_listed(tmp_path):
+    param = o1.parameter([1, 3, 4, 4], F32, name="x")
+    node = o1.relu(ov.opset3.roi_align(param, c([[0, 0, 1, 1]], F32), c([0]), 2, 2, 1, 1.0, "avg"))
+    model = ov.Model([node, ov.opset1.lrn(param, c([1]), 1e-4, 0.75, 1.0, 3)], [param])
+    xml = tmp_path / "m.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+    with pytest.raises(
+        b2s_onnx.B2SError, match=r"2 unsupported layer\(s\): "
+    ) as info:
+        b2s_onnx.convert_ir(xml)
+    assert "ROIAlign-opset3" in str(info.value)
+    assert "LRN-opset1" in str(info.value)
+    kept = convert_ir_model(xml, keep_unsupported=True)
+    assert len(kept.kept_unsupported) == 2
+    onnx.checker.check_model(kept.model)
