@@ -170,3 +170,30 @@ def test_version():
     result = run("--version")
     assert result.returncode == 0
     assert "b2s-onnx" in result.stdout
+
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "ir-corpus"
+
+
+@pytest.mark.skipif(not (CORPUS / "squeezenet1.1").is_dir(), reason="shared/ir-corpus absent")
+def test_convert_and_check_an_ir(tmp_path):
+    out = tmp_path / "squeezenet.onnx"
+    result = run("convert", CORPUS / "squeezenet1.1" / "model.xml", "-o", out, "--check")
+    assert result.returncode == 0, result.stderr
+    assert "parity PASS against openvino-cpu" in result.stdout
+    onnxruntime.InferenceSession(str(out))
+    report = tmp_path / "r.json"
+    result = run(
+        "check", CORPUS / "squeezenet1.1" / "model.xml", "--reference", "onnx", "--json", report
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(report.read_text())["reference"] == "onnx-reference"
+
+
+def test_convert_of_a_broken_ir_is_exit_2_and_writes_nothing(tmp_path):
+    xml = tmp_path / "bad.xml"
+    xml.write_text("<net version='11'><layers>")
+    result = run("convert", xml, "-o", tmp_path / "bad.onnx")
+    assert result.returncode == 2
+    assert "not well-formed XML" in result.stderr
+    assert not (tmp_path / "bad.onnx").exists()

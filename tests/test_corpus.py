@@ -41,13 +41,16 @@ def test_corpus_model_converts_runs_and_matches_openvino(entry):
     converted = b2s_onnx.convert_ir(xml)
     onnx.checker.check_model(converted, full_check=True)
     assert [i.name for i in converted.graph.input] == [i["name"] for i in entry["inputs"]]
-    compiled = ov.Core().compile_model(ov.Core().read_model(xml), "CPU",
-                                       {"INFERENCE_PRECISION_HINT": "f32"})
+    compiled = ov.Core().compile_model(
+        ov.Core().read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"}
+    )
     tolerance = TOLERANCE.get(entry["name"], DEFAULT_TOLERANCE)
     for seed in (0, 1):
         rng = np.random.default_rng(seed)
-        feeds = {i["name"]: rng.integers(0, 256, i["shape_used"]).astype(np.float32)
-                 for i in entry["inputs"]}
+        feeds = {
+            i["name"]: rng.integers(0, 256, i["shape_used"]).astype(np.float32)
+            for i in entry["inputs"]
+        }
         ours = run_onnxruntime(converted, feeds)
         theirs = compiled(feeds)
         for port in compiled.outputs:

@@ -463,12 +463,19 @@ def test_unsupported_layers_are_all_listed(tmp_path):
     model = ov.Model([node, ov.opset1.lrn(param, c([1]), 1e-4, 0.75, 1.0, 3)], [param])
     xml = tmp_path / "m.xml"
     ov.save_model(model, xml, compress_to_fp16=False)
-    with pytest.raises(
-        b2s_onnx.B2SError, match=r"2 unsupported layer\(s\): "
-    ) as info:
+    with pytest.raises(b2s_onnx.B2SError, match=r"2 unsupported layer\(s\): ") as info:
         b2s_onnx.convert_ir(xml)
     assert "ROIAlign-opset3" in str(info.value)
     assert "LRN-opset1" in str(info.value)
     kept = convert_ir_model(xml, keep_unsupported=True)
     assert len(kept.kept_unsupported) == 2
     onnx.checker.check_model(kept.model)
+
+
+def test_supported_ops_doc_is_generated_from_the_registry():
+    from pathlib import Path
+
+    from b2s_onnx.ir.converters.registry import markdown_table
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "supported_ops.md"
+    assert doc.read_text() == markdown_table(), "run: python -m b2s_onnx.ir.converters"

@@ -26,7 +26,10 @@ from b2s_onnx.parity import CheckResult, check
 
 def print_result(result: CheckResult) -> None:
     verdict = "PASS" if result.passed else "FAIL"
-    click.echo(f"parity {verdict} (seed {result.seed}, inputs {result.input_shapes})")
+    click.echo(
+        f"parity {verdict} against {result.reference} (seed {result.seed}, "
+        f"inputs {result.input_shapes})"
+    )
     for out in result.outputs:
         mark = "ok" if out.passed else "MISMATCH"
         detail = f" ({out.reason}, {out.mismatches} element(s))" if not out.passed else ""
@@ -34,6 +37,35 @@ def print_result(result: CheckResult) -> None:
             f"  {out.name} {out.dtype}{out.shape}: {mark}{detail} max_abs={out.max_abs_error:.3g} "
             f"max_rel={out.max_rel_error:.3g} atol={out.atol:g} rtol={out.rtol:g}"
         )
+
+
+def _check_ir(
+    model: Path,
+    converted_path: Path | None,
+    bin_path: Path | None,
+    reference: str,
+    common: dict,
+    atol,
+    rtol,
+) -> CheckResult:
+    """An IR is converted now (or ``--lowered`` names its conversion) and compared."""
+    from b2s_onnx.io import load_model
+    from b2s_onnx.ir.convert import convert_ir_model
+    from b2s_onnx.parity.ir_check import check_ir
+
+    conversion = convert_ir_model(model, bin_path)
+    converted = load_model(converted_path) if converted_path else conversion.model
+    # Float math differs between runtimes in the last bits: default to small tolerances.
+    return check_ir(
+        model,
+        converted,
+        bin_path=bin_path,
+        unlowered=conversion.unlowered,
+        reference=reference,
+        atol=atol or 1e-4,
+        rtol=rtol or 1e-3,
+        **common,
+    )
 
 
 def _load_npz(path: Path | None) -> dict[str, np.ndarray] | None:
@@ -87,6 +119,21 @@ def _load_npz(path: Path | None) -> dict[str, np.ndarray] | None:
     help="Also treat nodes of this domain as custom ops.",
 )
 @click.option(
+    "--reference",
+    type=click.Choice(["auto", "openvino", "onnx"]),
+    default="auto",
+    show_default=True,
+    help="For an IR (.xml): OpenVINO's CPU plugin or onnx's reference evaluator; auto uses "
+    "OpenVINO when installed.",
+)
+@click.option(
+    "--bin",
+    "bin_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="For an IR: the weights file (default: MODEL with .bin).",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path),
@@ -106,21 +153,32 @@ def check_command(
     atol: tuple[str, ...],
     rtol: tuple[str, ...],
     domains: tuple[str, ...],
+    reference: str,
+    bin_path: Path | None,
     json_path: Path | None,
     quiet: bool,
 ) -> int:
-    """Check that the lowering of MODEL computes what MODEL means (exit 1 if not)."""
-    result = check(
-        model,
-        lowered=lowered,
-        inputs=_load_npz(inputs_file),
-        seed=seed,
-        dim_sizes=parse_dim_sizes(dims),
-        input_shapes=parse_input_shapes(input_shapes),
-        atol=parse_named_values(atol, "--atol"),
-        rtol=parse_named_values(rtol, "--rtol"),
-        domains=(*DEFAULT_DOMAINS, *domains),
-    )
+    """Check that the lowering (or, for an IR .xml, the conversion) of MODEL computes what
+    MODEL means; exit 1 if not."""
+    common = {
+        "inputs": _load_npz(inputs_file),
+        "seed": seed,
+        "dim_sizes": parse_dim_sizes(dims),
+        "input_shapes": parse_input_shapes(input_shapes),
+    }
+    atol_values = parse_named_values(atol, "--atol")
+    rtol_values = parse_named_values(rtol, "--rtol")
+    if model.suffix.lower() == ".xml":
+        result = _check_ir(model, lowered, bin_path, reference, common, atol_values, rtol_values)
+    else:
+        result = check(
+            model,
+            lowered=lowered,
+            atol=atol_values,
+            rtol=rtol_values,
+            domains=(*DEFAULT_DOMAINS, *domains),
+            **common,
+        )
     if json_path is not None:
         report = {
             "tool": "b2s-onnx",

@@ -73,8 +73,10 @@ def _unary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
 
 for _type in BINARY:
     converts(_type, (1,))(_binary)
+#: The opset that introduced each unary op (what the IR's ``version`` attribute names).
+_UNARY_VERSION = {"Asinh": 4, "Acosh": 4, "Atanh": 4, "SoftPlus": 4, "SoftSign": 9}
 for _type in UNARY:
-    converts(_type, (1, 4, 9))(_unary)
+    converts(_type, (_UNARY_VERSION.get(_type, 1),))(_unary)
 
 
 def scalar(ctx: ConversionContext, hint: str, value: float, like: str) -> str:

@@ -34,3 +34,23 @@ def find(layer: Layer) -> Converter | None:
 
 def supported_ops() -> list[tuple[str, str]]:
     return sorted(CONVERTERS, key=lambda k: (k[0], int(k[1].removeprefix("opset") or 0)))
+
+
+def markdown_table() -> str:
+    """The supported IR layers as Markdown, generated from this registry."""
+    versions: dict[str, list[str]] = {}
+    for layer_type, version in supported_ops():
+        versions.setdefault(layer_type, []).append(version.removeprefix("opset"))
+    lines = [
+        "# Supported OpenVINO IR layers",
+        "",
+        "Generated from the converter registry by `python -m b2s_onnx.ir.converters`;",
+        "a test fails when this file and the registry disagree. `Parameter`, `Const` and",
+        "`Result` are always supported. Data-movement layers are lowered by the same rules as",
+        "`b2s-onnx lower`.",
+        "",
+        "| layer type | opset versions |",
+        "|---|---|",
+    ]
+    lines += [f"| {name} | {', '.join(v)} |" for name, v in sorted(versions.items())]
+    return "\n".join(lines) + "\n"
