@@ -71,8 +71,10 @@ def _unary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     ctx.one(UNARY[layer.type], inputs[:1], ctx.out(layer))
 
 
+#: The opset each binary op's IR ``version`` names (measured: LogicalXor is opset2).
+_BINARY_VERSION = {"LogicalXor": 2}
 for _type in BINARY:
-    converts(_type, (1,))(_binary)
+    converts(_type, (_BINARY_VERSION.get(_type, 1),))(_binary)
 #: The opset that introduced each unary op (what the IR's ``version`` attribute names).
 _UNARY_VERSION = {"Asinh": 4, "Acosh": 4, "Atanh": 4, "SoftPlus": 4, "SoftSign": 9}
 for _type in UNARY:

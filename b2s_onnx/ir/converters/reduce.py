@@ -38,7 +38,7 @@ def _reduce(ctx, layer, inputs):
 
 
 for _type in REDUCE:
-    converts(_type, (1, 4))(_reduce)
+    converts(_type, (4,) if _type in ("ReduceL1", "ReduceL2") else (1,))(_reduce)
 
 
 @converts("ReduceLogicalAnd", (1,))
@@ -88,7 +88,7 @@ def mvn6(ctx, layer, inputs):
     )
 
 
-@converts("MVN", (1, 2))
+@converts("MVN", (2,))
 def mvn1(ctx, layer, inputs):
     rank = ctx.rank(layer, inputs[0])
     if "reduction_axes" in layer.data:

@@ -208,7 +208,9 @@ def tile(ctx, layer, inputs):
 
 @converts("Broadcast", (1, 3))
 def broadcast(ctx, layer, inputs):
-    mode = choice(layer, "mode", ("numpy", "explicit", "bidirectional"), "numpy")
+    mode = choice(layer, "mode", ("numpy", "explicit", "none", "bidirectional"), "numpy")
+    if mode == "none":  # Broadcast-1's name for explicit axes mapping
+        mode = "explicit"
     data, target = inputs[0], ctx.int64(inputs[1])
     if mode == "explicit":
         mapping = [int(v) for v in ctx.require_value(layer, inputs[2], "axes_mapping").reshape(-1)]
