@@ -380,6 +380,8 @@ COVERED_ELSEWHERE = {
     ("DepthToSpace", "opset1"): "test_data_movement_layers_are_lowered_and_exact",
     ("SpaceToDepth", "opset1"): "test_data_movement_layers_are_lowered_and_exact",
     ("PriorBoxClustered", "opset1"): "test_prior_box_clustered_is_a_constant_equal_to_openvino",
+    ("PriorBox", "opset1"): "test_prior_box_is_a_constant_equal_to_openvino",
+    ("PriorBox", "opset8"): "test_prior_box_is_a_constant_equal_to_openvino",
     ("DetectionOutput", "opset1"): "test_corpus (face-detection-retail-0004)",
     ("DetectionOutput", "opset8"): "shares DetectionOutput-1's converter; no opset8 model",
     ("Range", "opset4"): "test_corpus (person-attributes-recognition-crossroad-0230)",
@@ -590,3 +592,116 @@ def test_supported_ops_doc_is_generated_from_the_registry():
 
     doc = Path(__file__).resolve().parents[1] / "docs" / "supported_ops.md"
     assert doc.read_text() == markdown_table(), "run: python -m b2s_onnx.ir.converters"
+
+
+PRIOR_BOX_ATTRS = [
+    {
+        "min_size": [16.0],
+        "max_size": [32.0],
+        "aspect_ratio": [2.0],
+        "flip": True,
+        "clip": False,
+        "step": 8.0,
+        "offset": 0.5,
+        "variance": [0.1, 0.1, 0.2, 0.2],
+    },
+    {
+        "min_size": [10.0, 20.0],
+        "aspect_ratio": [2.0, 3.0],
+        "flip": False,
+        "clip": True,
+        "step": 0.0,
+        "offset": 0.5,
+        "variance": [0.1],
+    },
+    {
+        "min_size": [16.0],
+        "max_size": [40.0],
+        "aspect_ratio": [0.5],
+        "flip": True,
+        "clip": False,
+        "step": 16.0,
+        "offset": 0.0,
+        "variance": [0.2],
+        "min_max_aspect_ratios_order": False,
+    },
+    {
+        "fixed_size": [32.0],
+        "density": [2.0],
+        "aspect_ratio": [2.0],
+        "clip": False,
+        "step": 16.0,
+        "offset": 0.5,
+        "variance": [0.1],
+    },
+    {
+        "fixed_size": [24.0],
+        "fixed_ratio": [2.0],
+        "density": [3.0],
+        "clip": False,
+        "step": 8.0,
+        "offset": 0.5,
+        "variance": [0.1],
+    },
+    {
+        "min_size": [0.1, 0.2],
+        "aspect_ratio": [2.0],
+        "flip": True,
+        "clip": False,
+        "scale_all_sizes": False,
+        "step": 0.0,
+        "offset": 0.5,
+        "variance": [0.1],
+    },
+]
+
+
+@pytest.mark.parametrize("attrs", PRIOR_BOX_ATTRS, ids=lambda a: ",".join(sorted(a))[:40])
+@pytest.mark.parametrize("version", [1, 8])
+def test_prior_box_is_a_constant_equal_to_openvino(tmp_path, attrs, version):
+    attrs = dict(attrs)
+    if version == 1:
+        if "min_max_aspect_ratios_order" in attrs:
+            pytest.skip("PriorBox-1 has no min_max_aspect_ratios_order")
+        make = o1.prior_box
+    else:
+        make = o8.prior_box
+    pairs, converted = run_both(
+        tmp_path,
+        lambda a: o1.add(
+            make(
+                o1.strided_slice(o1.shape_of(a), c([2]), c([4]), c([1]), [0], [0]),
+                c([96, 128]),
+                attrs,
+            ),
+            o1.reduce_sum(a, c([0, 1, 2, 3]), False),
+        ),
+        [[1, 3, 6, 8]],
+    )
+    assert_close(pairs, atol=1e-6)
+    assert "PriorBox" not in {n.op_type for n in converted.graph.node}
+
+
+def test_prior_box_attributes_openvino_is_inconsistent_about_are_refused(tmp_path):
+    """Several fixed_ratio values: OpenVINO's shape formula and its reference disagree."""
+    param = o1.parameter([1, 3, 6, 8], F32, name="x")
+    attrs = {
+        "fixed_size": [24.0],
+        "fixed_ratio": [1.0, 2.0],
+        "density": [3.0],
+        "step": 8.0,
+        "offset": 0.5,
+        "variance": [0.1],
+        "clip": False,
+    }
+    boxes = o8.prior_box(
+        o1.strided_slice(o1.shape_of(param), c([2]), c([4]), c([1]), [0], [0]), c([96, 128]), attrs
+    )
+    xml = tmp_path / "inconsistent.xml"
+    ov.save_model(
+        ov.Model([o1.add(boxes, o1.reduce_sum(param, c([0, 1, 2, 3]), False))], [param]),
+        xml,
+        compress_to_fp16=False,
+    )
+    with pytest.raises(b2s_onnx.B2SError, match="OpenVINO itself is inconsistent"):
+        b2s_onnx.convert_ir(xml)

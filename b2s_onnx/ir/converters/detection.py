@@ -68,3 +68,140 @@ def prior_box_clustered(
 def prior_box_clustered_layer(ctx, layer, inputs):
     value = prior_box_clustered(layer, *_sizes(ctx, layer, inputs))
     ctx.add_constant(ctx.out(layer), value)
+
+
+def _aspect_ratios(layer: Layer) -> list[float]:
+    ratios = [1.0]
+    for ratio in floats(layer, "aspect_ratio", ""):
+        if any(abs(ratio - seen) < 1e-6 for seen in ratios):
+            continue
+        ratios.append(ratio)
+        if flag(layer, "flip", False):
+            ratios.append(1.0 / ratio)
+    return ratios
+
+
+def prior_box(layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: int) -> np.ndarray:
+    """PriorBox-1/8: [2, 4 * H * W * P], OpenVINO's prior order and float32 arithmetic."""
+    f32 = np.float32
+    ratios = _aspect_ratios(layer)
+    variance = floats(layer, "variance", "") or [0.1]
+    if len(variance) not in (1, 4):
+        raise B2SError(f"{layer.where()}: variance needs 1 or 4 values")
+    step = number(layer, "step", 0.0)
+    offset = number(layer, "offset", 0.0)
+    min_sizes = floats(layer, "min_size", "")
+    max_sizes = floats(layer, "max_size", "")
+    fixed_sizes = floats(layer, "fixed_size", "")
+    fixed_ratios = floats(layer, "fixed_ratio", "")
+    densities = floats(layer, "density", "")
+    scale_all = flag(layer, "scale_all_sizes", True)
+    min_max_order = flag(layer, "min_max_aspect_ratios_order", True)
+    if fixed_sizes and len(densities) < len(fixed_sizes):
+        raise B2SError(f"{layer.where()}: density needs one value per fixed_size")
+    if not scale_all:  # MXNet-style priors: sizes and step relative to the image height
+        step = f32(image_h) / f32(layer_h) if step == -1 else f32(step) * f32(image_h)
+        min_sizes = [f32(s) * f32(image_h) for s in min_sizes]
+    inv_w, inv_h = f32(1) / f32(image_w), f32(1) / f32(image_h)
+    cols = np.arange(layer_w, dtype=f32)[None, :]
+    rows = np.arange(layer_h, dtype=f32)[:, None]
+    if step == 0:
+        center_x = (cols + f32(0.5)) * (f32(image_w) / f32(layer_w))
+        center_y = (rows + f32(0.5)) * (f32(image_h) / f32(layer_h))
+    else:
+        center_x = (f32(offset) + cols) * f32(step)
+        center_y = (f32(offset) + rows) * f32(step)
+    center_x, center_y = np.broadcast_arrays(center_x, center_y)
+    priors: list[np.ndarray] = []
+
+    def emit(cx, cy, half_w, half_h, clip):
+        box = [
+            (cx - f32(half_w)) * inv_w,
+            (cy - f32(half_h)) * inv_h,
+            (cx + f32(half_w)) * inv_w,
+            (cy + f32(half_h)) * inv_h,
+        ]
+        if clip:
+            box = [
+                np.maximum(box[0], f32(0)),
+                np.maximum(box[1], f32(0)),
+                np.minimum(box[2], f32(1)),
+                np.minimum(box[3], f32(1)),
+            ]
+        priors.append(np.stack(box, axis=-1).astype(f32))
+
+    def dense(size, density, half_w, half_h):
+        shift = int(size / density)
+        for r in range(density):
+            for c in range(density):
+                cx = center_x - f32(int(size) // 2) + f32(shift / 2.0) + f32(c * shift)
+                cy = center_y - f32(int(size) // 2) + f32(shift / 2.0) + f32(r * shift)
+                emit(cx, cy, half_w, half_h, True)
+
+    for s, size in enumerate(fixed_sizes):
+        density = int(densities[s])
+        half = f32(int(size)) * f32(0.5)
+        if fixed_ratios:
+            for ratio in fixed_ratios:
+                root = f32(np.sqrt(f32(ratio)))
+                dense(size, density, f32(size) * f32(0.5) * root, f32(size) * f32(0.5) / root)
+            continue
+        if densities:
+            dense(size, density, half, half)
+        for ratio in ratios:
+            if abs(ratio - 1.0) < 1e-6:
+                continue
+            root = f32(np.sqrt(f32(ratio)))
+            dense(size, density, f32(size) * f32(0.5) * root, f32(size) * f32(0.5) / root)
+
+    for index, size in enumerate(min_sizes):
+        half = f32(size) * f32(0.5)
+        emit(center_x, center_y, half, half, False)
+        with_ratios = scale_all or index == len(min_sizes) - 1
+        base = min_sizes[index if scale_all else 0]
+
+        def ratio_priors(base=base):
+            for ratio in ratios:
+                if abs(ratio - 1.0) < 1e-6:
+                    continue
+                root = f32(np.sqrt(f32(ratio)))
+                emit(
+                    center_x,
+                    center_y,
+                    f32(base) * f32(0.5) * root,
+                    f32(base) * f32(0.5) / root,
+                    False,
+                )
+
+        def max_prior(index=index, size=size):
+            if len(max_sizes) > index:
+                half_max = f32(np.sqrt(f32(size) * f32(max_sizes[index]))) * f32(0.5)
+                emit(center_x, center_y, half_max, half_max, False)
+
+        if min_max_order:
+            max_prior()
+            if with_ratios:
+                ratio_priors()
+        else:
+            if with_ratios:
+                ratio_priors()
+            max_prior()
+
+    boxes = np.stack(priors, axis=2)  # [H, W, P, 4]
+    if flag(layer, "clip", False):
+        boxes = np.clip(boxes, f32(0), f32(1))
+    variances = np.broadcast_to(np.asarray(variance * (4 // len(variance)), f32), boxes.shape)
+    return np.stack([boxes.reshape(-1), variances.reshape(-1)]).astype(f32)
+
+
+@converts("PriorBox", (1, 8))
+def prior_box_layer(ctx, layer, inputs):
+    value = prior_box(layer, *_sizes(ctx, layer, inputs))
+    declared = layer.outputs[0].dims
+    if declared and declared[-1] is not None and declared[-1] != value.shape[1]:
+        # OpenVINO's shape formula and its own reference disagree for some attribute
+        # combinations (several fixed_ratio values): there is no right answer to copy.
+        raise B2SError(f"{layer.where()}: the attributes give {value.shape[1]} values per row "
+                       f"but the IR declares {declared[-1]}; OpenVINO itself is inconsistent "
+                       "here, so the layer cannot be converted")
+    ctx.add_constant(ctx.out(layer), value)
