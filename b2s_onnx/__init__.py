@@ -55,6 +55,14 @@ def convert_ir(
     ).model
 
 
+def inspect(model, domains: Iterable[str] = DEFAULT_DOMAINS):
+    """Summarises a model (ONNX ModelProto or path, or an IR .xml): opsets, op counts, I/O,
+    and for each custom node whether it is static and what its lowering will be."""
+    from b2s_onnx.inspection import inspect as _inspect
+
+    return _inspect(model, tuple(domains))
+
+
 def __getattr__(name: str):
     # The parity checker pulls in the reference evaluator; import it only when asked for.
     if name in ("check", "CheckResult"):
@@ -72,5 +80,6 @@ __all__ = [
     "__version__",
     "check",
     "convert_ir",
+    "inspect",
     "lower",
 ]

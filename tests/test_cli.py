@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -13,6 +14,7 @@ import onnx
 import onnxruntime
 import pytest
 
+import b2s_onnx
 from b2s_onnx.builders import RUNTIME, single_op_model
 
 INDEX = {"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 0, 0], "crops_end": [0, 0, 1, 0]}
@@ -32,9 +34,10 @@ def model_file(tmp_path) -> Path:
 
 def test_lower_writes_a_model_onnxruntime_runs(model_file, tmp_path):
     out = tmp_path / "out.onnx"
-    result = run("lower", model_file, "-o", out)
+    result = run("lower", model_file, "-o", out, "-v")
     assert result.returncode == 0, result.stderr
     assert "BatchToSpace 'b2s'" in result.stdout
+    assert "org.openvinotoolkit::BatchToSpace" in result.stdout  # the before/after table
     session = onnxruntime.InferenceSession(str(out))
     (y,) = session.run(None, {"data": np.zeros((8, 3, 4, 2), np.float32)})
     assert y.shape == (2, 5, 7, 2)
@@ -52,10 +55,17 @@ def test_check_writes_a_json_report(model_file, tmp_path):
     assert result.returncode == 0, result.stderr
     body = json.loads(report.read_text())
     assert body["passed"] is True
-    assert body["seed"] == 3
-    assert body["input_shapes"] == {"data": [12, 3, 4, 2]}
-    assert body["outputs"][0]["max_abs_error"] == 0
-    assert body["lowered_nodes"][0]["op_type"] == "BatchToSpace"
+    assert body["exit_code"] == 0
+    assert body["version"] == b2s_onnx.__version__
+    (record,) = body["models"]
+    assert record["status"] == "pass"
+    assert record["sha256"] == hashlib.sha256(model_file.read_bytes()).hexdigest()
+    assert record["seed"] == 3
+    assert record["input_shapes"] == {"data": [12, 3, 4, 2]}
+    assert record["outputs"][0]["max_abs_error"] == 0
+    assert record["outputs"][0]["atol"] == 0
+    assert record["lowered_nodes"][0]["op_type"] == "BatchToSpace"
+    assert set(record["timings"]) >= {"lower_s", "reference_s", "onnxruntime_s"}
 
 
 def test_a_tampered_lowered_model_is_a_mismatch_exit_1(model_file, tmp_path):
@@ -72,7 +82,11 @@ def test_a_tampered_lowered_model_is_a_mismatch_exit_1(model_file, tmp_path):
     assert "MISMATCH" in result.stdout
     body = json.loads(report.read_text())
     assert body["passed"] is False
-    assert body["outputs"][0]["mismatches"] > 0
+    assert body["exit_code"] == 1
+    (record,) = body["models"]
+    assert record["outputs"][0]["mismatches"] > 0
+    assert record["outputs"][0]["name"] == "output"
+    assert record["lowered_sha256"] == hashlib.sha256(lowered.read_bytes()).hexdigest()
 
 
 def test_missing_file_is_exit_2_without_traceback(tmp_path):
@@ -159,7 +173,7 @@ def test_float_model_needs_tolerances(tmp_path):
     assert run("check", path, "--atol", "1e-4", "--rtol", "output:1e-4").returncode == 0
 
 
-@pytest.mark.parametrize("command", ["lower", "check"])
+@pytest.mark.parametrize("command", ["lower", "check", "convert", "inspect"])
 def test_help_shows_an_example(command):
     result = run(command, "--help")
     assert result.returncode == 0
@@ -187,7 +201,7 @@ def test_convert_and_check_an_ir(tmp_path):
         "check", CORPUS / "squeezenet1.1" / "model.xml", "--reference", "onnx", "--json", report
     )
     assert result.returncode == 0, result.stderr
-    assert json.loads(report.read_text())["reference"] == "onnx-reference"
+    assert json.loads(report.read_text())["models"][0]["reference"] == "onnx-reference"
 
 
 def test_convert_of_a_broken_ir_is_exit_2_and_writes_nothing(tmp_path):
@@ -197,3 +211,130 @@ def test_convert_of_a_broken_ir_is_exit_2_and_writes_nothing(tmp_path):
     assert result.returncode == 2
     assert "not well-formed XML" in result.stderr
     assert not (tmp_path / "bad.onnx").exists()
+
+
+def test_inspect_reports_custom_nodes_and_their_lowering(model_file):
+    result = run("inspect", model_file, "--json")
+    assert result.returncode == 0, result.stderr
+    body = json.loads(result.stdout)
+    assert body["op_counts"] == {"org.openvinotoolkit::BatchToSpace": 1}
+    (node,) = body["custom_nodes"]
+    assert node["name"] == "b2s"
+    assert node["static"] is False  # the batch is symbolic
+    assert node["lowering"][-1] == "Slice"
+    human = run("inspect", model_file)
+    assert human.returncode == 0
+    assert "custom nodes" in human.stdout
+
+
+def test_inspect_names_an_invalid_node_instead_of_failing(tmp_path):
+    path = tmp_path / "bad.onnx"
+    model = single_op_model(
+        "BatchToSpace",
+        [4, 2],
+        index={"block_shape": [1, 2], "crops_begin": [0, 0], "crops_end": [0, 0]},
+        node_name="b",
+    )
+    model.graph.initializer[0].raw_data = np.array([1, 3], np.int64).tobytes()
+    onnx.save(model, path)
+    body = json.loads(run("inspect", path, "--json").stdout)
+    assert "not divisible" in body["custom_nodes"][0]["error"]
+
+
+def test_batch_check_of_a_folder_with_jobs_reports_every_model(tmp_path, model_file):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(3):
+        shutil.copy(model_file, folder / f"m{i}.onnx")
+    (folder / "broken.onnx").write_bytes(b"nonsense")
+    report = tmp_path / "r.json"
+    result = run("check", folder, "--jobs", "2", "--json", report, "--dim", "N=4")
+    assert result.returncode == 2, result.stdout + result.stderr
+    body = json.loads(report.read_text())
+    assert body["summary"] == {
+        "models": 4,
+        "pass": 3,
+        "mismatch": 0,
+        "bad-input": 1,
+        "internal-error": 0,
+    }
+    assert [m["status"] for m in body["models"]] == ["bad-input", "pass", "pass", "pass"]
+    assert "not a readable ONNX model" in body["models"][0]["error"]
+    assert "summary" in result.stdout
+
+
+def test_batch_exit_code_is_the_most_severe(tmp_path, model_file):
+    from models.make_examples import dilated_block
+
+    mismatch = tmp_path / "dilated.onnx"
+    onnx.save(dilated_block(), mismatch)
+    assert run("check", model_file, mismatch).returncode == 1
+    assert run("check", model_file, tmp_path / "missing.onnx", mismatch).returncode == 2
+
+
+def test_external_data_round_trip(tmp_path):
+    big = single_op_model(
+        "SpaceToBatch",
+        [2, 4, 6, 3],
+        index={"block_shape": [1, 2, 3, 1], "pads_begin": [0, 0, 0, 0], "pads_end": [0, 0, 0, 0]},
+    )
+    weights = np.random.default_rng(0).standard_normal((2, 4, 6, 3)).astype(np.float32)
+    big.graph.initializer.append(onnx.numpy_helper.from_array(weights, "bias"))
+    node = onnx.helper.make_node("Add", ["data_in", "bias"], ["data"], name="add")
+    big.graph.node.insert(0, node)
+    big.graph.input[0].name = "data_in"
+    inline = tmp_path / "inline.onnx"
+    onnx.save(big, inline)  # before the external save below, which rewrites ``big``
+    source = tmp_path / "src" / "model.onnx"
+    source.parent.mkdir()
+    onnx.save(
+        big,
+        source,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="model.onnx.data",
+        size_threshold=64,
+    )
+    out = tmp_path / "out" / "lowered.onnx"
+    out.parent.mkdir()
+    result = run("lower", source, "-o", out, "--check", "--external-data-threshold", "64")
+    assert result.returncode == 0, result.stderr
+    assert (out.parent / "lowered.onnx.data").is_file()  # input used external data: so does output
+    assert weights.tobytes() not in out.read_bytes()
+    assert weights.tobytes() in (out.parent / "lowered.onnx.data").read_bytes()
+    data = np.ones((2, 4, 6, 3), np.float32)
+    (y,) = onnxruntime.InferenceSession(str(out)).run(None, {"data_in": data})
+    assert y.shape == (12, 2, 2, 3)
+    lowered = onnx.load(str(out), load_external_data=False)
+    external = {
+        t.name for t in lowered.graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL
+    }
+    assert external == {"bias"}  # shape tensors stay inline: onnxruntime reads them at load
+
+    forced = tmp_path / "out" / "forced.onnx"
+    assert (
+        run(
+            "lower", inline, "-o", forced, "--save-external-data", "--external-data-threshold", "0"
+        ).returncode
+        == 0
+    )
+    assert (forced.parent / "forced.onnx.data").is_file()
+    onnxruntime.InferenceSession(str(forced)).run(None, {"data_in": data})
+
+
+def test_external_data_outside_the_model_folder_is_refused(tmp_path):
+    model = single_op_model("BatchToSpace", [4, 3, 4, 2], index=INDEX)
+    tensor = model.graph.initializer[0]
+    tensor.ClearField("raw_data")
+    tensor.ClearField("int64_data")
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    for key, value in (("location", "../../etc/passwd"), ("offset", "0"), ("length", "32")):
+        entry = tensor.external_data.add()
+        entry.key, entry.value = key, value
+    path = tmp_path / "evil.onnx"
+    path.write_bytes(model.SerializeToString())
+    out = tmp_path / "out.onnx"
+    result = run("lower", path, "-o", out)
+    assert result.returncode == 2
+    assert "path traversal refused" in result.stderr
+    assert not out.exists()

@@ -24,10 +24,19 @@ debug_option = click.option("--debug", is_flag=True, help="Show the Python trace
 def handle_errors(command: Callable[..., int]) -> Callable[..., None]:
     """Maps outcomes to exit codes: B2SError -> 2, anything unexpected -> 3."""
 
+    accepts_debug = (
+        "debug"
+        in command.__code__.co_varnames[
+            : command.__code__.co_argcount + command.__code__.co_kwonlyargcount
+        ]
+    )
+
     @wraps(command)
     def wrapper(*args, debug: bool = False, **kwargs) -> None:
         try:
-            code = command(*args, **kwargs)
+            code = (
+                command(*args, debug=debug, **kwargs) if accepts_debug else command(*args, **kwargs)
+            )
         except B2SError as exc:
             if debug:
                 traceback.print_exc()

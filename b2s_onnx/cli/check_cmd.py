@@ -1,15 +1,24 @@
-"""``b2s-onnx check``: the original model's meaning vs its lowering in onnxruntime."""
+"""``b2s-onnx check``: does the lowering (or conversion) of each model compute what it means?
+
+Several models (or folders of them) are checked in one run, in parallel with ``--jobs``;
+the exit code is the most severe outcome: 3 internal error > 2 bad input > 1 mismatch > 0.
+"""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import click
-import numpy as np
+from rich.table import Table
 
 from b2s_onnx import __version__
+from b2s_onnx.cli._check_worker import check_one
 from b2s_onnx.cli._common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL,
     EXIT_MISMATCH,
     EXIT_OK,
     debug_option,
@@ -19,9 +28,12 @@ from b2s_onnx.cli._common import (
     parse_named_values,
     tolerance_options,
 )
+from b2s_onnx.cli._output import Reporter, quiet_option, verbose_option
 from b2s_onnx.errors import B2SError
 from b2s_onnx.lowering import DEFAULT_DOMAINS
-from b2s_onnx.parity import CheckResult, check
+from b2s_onnx.parity import CheckResult
+
+SEVERITY = [EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT, EXIT_INTERNAL]
 
 
 def print_result(result: CheckResult) -> None:
@@ -39,55 +51,68 @@ def print_result(result: CheckResult) -> None:
         )
 
 
-def _check_ir(
-    model: Path,
-    converted_path: Path | None,
-    bin_path: Path | None,
-    reference: str,
-    common: dict,
-    atol,
-    rtol,
-) -> CheckResult:
-    """An IR is converted now (or ``--lowered`` names its conversion) and compared."""
-    from b2s_onnx.io import load_model
-    from b2s_onnx.ir.convert import convert_ir_model
-    from b2s_onnx.parity.ir_check import check_ir
+def _expand(models: tuple[Path, ...]) -> list[Path]:
+    """Files as given; folders become the .onnx and .xml files below them, sorted."""
+    expanded: list[Path] = []
+    for path in models:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*") if p.suffix.lower() in (".onnx", ".xml"))
+            if not found:
+                raise B2SError(f"{path}: no .onnx or .xml models in this folder")
+            expanded.extend(found)
+        else:
+            expanded.append(path)
+    return expanded
 
-    conversion = convert_ir_model(model, bin_path)
-    converted = load_model(converted_path) if converted_path else conversion.model
-    # Float math differs between runtimes in the last bits: default to small tolerances.
-    return check_ir(
-        model,
-        converted,
-        bin_path=bin_path,
-        unlowered=conversion.unlowered,
-        reference=reference,
-        atol=atol or 1e-4,
-        rtol=rtol or 1e-3,
-        **common,
+
+def _print_record(report: Reporter, record: dict) -> None:
+    if record["exit_code"] >= EXIT_BAD_INPUT:
+        label = "ERROR" if record["exit_code"] == EXIT_BAD_INPUT else "INTERNAL ERROR"
+        report.err.print(f"{label} {record['model']}: {record['error']}", markup=False)
+        if record.get("traceback"):
+            report.err.print(record["traceback"], markup=False)
+        return
+    passed = record["exit_code"] == EXIT_OK
+    if passed and report.quiet:
+        return
+    worst = max((o["max_abs_error"] for o in record["outputs"]), default=0.0)
+    verdict = "PASS" if passed else "FAIL"
+    report.out.print(
+        f"{verdict} {record['model']} against {record['reference']} "
+        f"(max abs error {worst:.3g}, {record['seconds']:.2f} s)",
+        markup=False,
     )
+    for out in record["outputs"]:
+        if not out["passed"] or report.verbose:
+            report.out.print(
+                f"  {out['name']} {out['dtype']}{out['shape']}: "
+                f"{'ok' if out['passed'] else 'MISMATCH'} {out['reason']} "
+                f"mismatches={out['mismatches']} max_abs={out['max_abs_error']:.3g} "
+                f"max_rel={out['max_rel_error']:.3g} atol={out['atol']:g} "
+                f"rtol={out['rtol']:g}",
+                markup=False,
+            )
 
 
-def _load_npz(path: Path | None) -> dict[str, np.ndarray] | None:
-    if path is None:
-        return None
-    try:
-        with np.load(path, allow_pickle=False) as archive:
-            return {name: archive[name] for name in archive.files}
-    except (OSError, ValueError) as exc:
-        raise B2SError(f"{path}: not a readable .npz file ({exc})") from exc
+def _summary(records: list[dict]) -> dict:
+    counts = dict.fromkeys(("pass", "mismatch", "bad-input", "internal-error"), 0)
+    for record in records:
+        counts[record["status"]] += 1
+    return {"models": len(records), **counts}
 
 
 @click.command(
     "check",
-    epilog="Example:\n\n\b\n  b2s-onnx check models/batch_to_space.onnx --json report.json",
+    epilog="Example:\n\n\b\n  b2s-onnx check models/batch_to_space.onnx --json report.json\n"
+    "  b2s-onnx check models/ --jobs 4 --json report.json\n"
+    "  b2s-onnx check model.xml --reference openvino",
 )
-@click.argument("model", type=click.Path(path_type=Path))
+@click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--lowered",
     type=click.Path(path_type=Path),
     default=None,
-    help="A lowered model to check (default: lower MODEL now).",
+    help="The lowered (or converted) model to check (default: make it now). One MODEL only.",
 )
 @click.option(
     "--inputs",
@@ -123,28 +148,37 @@ def _load_npz(path: Path | None) -> dict[str, np.ndarray] | None:
     type=click.Choice(["auto", "openvino", "onnx"]),
     default="auto",
     show_default=True,
-    help="For an IR (.xml): OpenVINO's CPU plugin or onnx's reference evaluator; auto uses "
-    "OpenVINO when installed.",
+    help="For an IR (.xml): OpenVINO's CPU plugin or onnx's reference evaluator; "
+    "auto uses OpenVINO when installed.",
 )
 @click.option(
     "--bin",
     "bin_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="For an IR: the weights file (default: MODEL with .bin).",
+    help="For an IR: the weights file (default: MODEL with .bin). One MODEL only.",
+)
+@click.option(
+    "-j",
+    "--jobs",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Check this many models in parallel.",
 )
 @click.option(
     "--json",
     "json_path",
     type=click.Path(path_type=Path),
     default=None,
-    help="Write a machine-readable report here.",
+    help="Write a machine-readable report here (schema in the README).",
 )
-@click.option("-q", "--quiet", is_flag=True, help="Print only a mismatch.")
+@quiet_option
+@verbose_option
 @debug_option
 @handle_errors
 def check_command(
-    model: Path,
+    models: tuple[Path, ...],
     lowered: Path | None,
     inputs_file: Path | None,
     seed: int,
@@ -155,38 +189,61 @@ def check_command(
     domains: tuple[str, ...],
     reference: str,
     bin_path: Path | None,
+    jobs: int,
     json_path: Path | None,
     quiet: bool,
+    verbose: bool,
+    debug: bool = False,
 ) -> int:
-    """Check that the lowering (or, for an IR .xml, the conversion) of MODEL computes what
-    MODEL means; exit 1 if not."""
-    common = {
-        "inputs": _load_npz(inputs_file),
+    """Check MODELS (.onnx, IR .xml, or folders of them): exit 1 if any output differs."""
+    report = Reporter(quiet, verbose)
+    paths = _expand(models)
+    if len(paths) > 1 and (lowered or bin_path or inputs_file):
+        raise click.UsageError("--lowered, --bin and --inputs apply to a single MODEL")
+    options = {
+        "lowered": str(lowered) if lowered else None,
+        "inputs": str(inputs_file) if inputs_file else None,
         "seed": seed,
         "dim_sizes": parse_dim_sizes(dims),
         "input_shapes": parse_input_shapes(input_shapes),
+        "atol": parse_named_values(atol, "--atol"),
+        "rtol": parse_named_values(rtol, "--rtol"),
+        "domains": (*DEFAULT_DOMAINS, *domains),
+        "reference": reference,
+        "bin": str(bin_path) if bin_path else None,
+        "debug": debug,
     }
-    atol_values = parse_named_values(atol, "--atol")
-    rtol_values = parse_named_values(rtol, "--rtol")
-    if model.suffix.lower() == ".xml":
-        result = _check_ir(model, lowered, bin_path, reference, common, atol_values, rtol_values)
-    else:
-        result = check(
-            model,
-            lowered=lowered,
-            atol=atol_values,
-            rtol=rtol_values,
-            domains=(*DEFAULT_DOMAINS, *domains),
-            **common,
-        )
+    records: list[dict] = []
+    with report.progress("checking", len(paths)) as advance:
+        if jobs == 1 or len(paths) == 1:
+            for path in paths:
+                records.append(check_one(str(path), options))
+                advance()
+        else:
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+                futures = [pool.submit(check_one, str(path), options) for path in paths]
+                for future in futures:
+                    records.append(future.result())
+                    advance()
+    for record in records:
+        _print_record(report, record)
+    exit_code = max((r["exit_code"] for r in records), key=SEVERITY.index)
+    summary = _summary(records)
+    if len(records) > 1:
+        table = Table(title="summary", title_justify="left")
+        for column in ("models", "pass", "mismatch", "bad input", "internal error"):
+            table.add_column(column, justify="right")
+        table.add_row(*(str(v) for v in summary.values()))
+        report.print(table)
     if json_path is not None:
-        report = {
+        body = {
             "tool": "b2s-onnx",
             "version": __version__,
-            "model": str(model),
-            **result.to_dict(),
+            "passed": exit_code == EXIT_OK,
+            "exit_code": exit_code,
+            "summary": summary,
+            "models": records,
         }
-        json_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    if not quiet or not result.passed:
-        print_result(result)
-    return EXIT_OK if result.passed else EXIT_MISMATCH
+        json_path.write_text(json.dumps(body, indent=2, default=str) + "\n")
+    return exit_code

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from pathlib import Path
 
 import click
@@ -14,13 +16,19 @@ from b2s_onnx.cli._common import (
     parse_named_values,
     tolerance_options,
 )
+from b2s_onnx.cli._model_output import output_options, write_model
+from b2s_onnx.cli._output import (
+    Reporter,
+    before_after_table,
+    op_counts,
+    quiet_option,
+    verbose_option,
+)
 from b2s_onnx.cli.check_cmd import print_result
-from b2s_onnx.io import save_model
 
 
-def _tolerance_kwargs(tolerances: tuple) -> dict:
+def ir_tolerances(atol, rtol) -> dict:
     """IR checks compare float math: given tolerances, else 1e-4 absolute / 1e-3 relative."""
-    atol, rtol = tolerances
     return {"atol": atol or 1e-4, "rtol": rtol or 1e-3}
 
 
@@ -58,7 +66,9 @@ def _tolerance_kwargs(tolerances: tuple) -> dict:
     help="Compare with OpenVINO (if installed) on random inputs; exit 1 on mismatch.",
 )
 @tolerance_options
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@output_options
+@quiet_option
+@verbose_option
 @debug_option
 @handle_errors
 def convert_command(
@@ -70,32 +80,54 @@ def convert_command(
     run_check: bool,
     atol: tuple[str, ...],
     rtol: tuple[str, ...],
+    save_external_data: bool,
+    external_data_threshold: int,
     quiet: bool,
+    verbose: bool,
 ) -> int:
     """Convert the OpenVINO IR MODEL (.xml) to ONNX."""
     from b2s_onnx.ir.convert import convert_ir_model
+    from b2s_onnx.ir.reader import read_ir_xml
 
+    report = Reporter(quiet, verbose)
     target = output if output is not None else model.with_suffix(".onnx")
-    tolerances = (parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol"))
-    result = convert_ir_model(model, bin_path, opset=opset, keep_unsupported=keep_unsupported)
-    save_model(result.model, target)
-    if not quiet:
-        click.echo(
-            f"converted {model} -> {target} ({len(result.model.graph.node)} nodes, opset {opset})"
+    tolerances = ir_tolerances(
+        parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol")
+    )
+    start = time.perf_counter()
+    ir = read_ir_xml(model)
+    before = Counter(layer.type for layer in ir.layers.values())
+    weights = bin_path or model.with_suffix(".bin")
+    before_bytes = model.stat().st_size + (weights.stat().st_size if weights.is_file() else 0)
+    with report.progress("converting", len(ir.layers)) as advance:
+        result = convert_ir_model(
+            model, bin_path, opset=opset, keep_unsupported=keep_unsupported, progress=advance
         )
-        for node in result.lowered:
-            click.echo(f"  lowered {node.op_type} '{node.name}': {' -> '.join(node.replacement)}")
-        for kept in result.kept_unsupported:
-            click.echo(f"  kept unsupported {kept}")
+    elapsed = time.perf_counter() - start
+    written = write_model(
+        result.model, target, external=save_external_data, threshold=external_data_threshold
+    )
+    report.print(
+        before_after_table(
+            f"converted {model} -> {target} (opset {opset})",
+            before,
+            op_counts(result.model),
+            before_bytes,
+            result.model.ByteSize(),
+            elapsed,
+        )
+    )
+    if len(written) > 1:
+        report.print(f"external data: {written[0]}")
+    for node in result.lowered:
+        report.detail(f"  lowered {node.op_type} '{node.name}': {' -> '.join(node.replacement)}")
+    for kept in result.kept_unsupported:
+        report.print(f"  kept unsupported {kept}")
     if run_check:
         from b2s_onnx.parity.ir_check import check_ir
 
         outcome = check_ir(
-            model,
-            result.model,
-            bin_path=bin_path,
-            unlowered=result.unlowered,
-            **_tolerance_kwargs(tolerances),
+            model, result.model, bin_path=bin_path, unlowered=result.unlowered, **tolerances
         )
         if not quiet or not outcome.passed:
             print_result(outcome)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import click
@@ -15,8 +16,16 @@ from b2s_onnx.cli._common import (
     refuse_overwriting_input,
     tolerance_options,
 )
+from b2s_onnx.cli._model_output import output_options, write_model
+from b2s_onnx.cli._output import (
+    Reporter,
+    before_after_table,
+    op_counts,
+    quiet_option,
+    verbose_option,
+)
 from b2s_onnx.cli.check_cmd import print_result
-from b2s_onnx.io import load_model, save_model
+from b2s_onnx.io import load_model_with_info
 from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
 from b2s_onnx.parity import check
 
@@ -53,8 +62,10 @@ from b2s_onnx.parity import check
     help="Then compare the lowered model with the original (exit 1 on mismatch).",
 )
 @tolerance_options
+@output_options
 @click.option("--inplace", is_flag=True, help="Allow OUTPUT to be the input file.")
-@click.option("-q", "--quiet", is_flag=True, help="Print nothing on success.")
+@quiet_option
+@verbose_option
 @debug_option
 @handle_errors
 def lower_command(
@@ -65,30 +76,60 @@ def lower_command(
     run_check: bool,
     atol: tuple[str, ...],
     rtol: tuple[str, ...],
+    save_external_data: bool,
+    external_data_threshold: int,
     inplace: bool,
     quiet: bool,
+    verbose: bool,
 ) -> int:
     """Lower BatchToSpace/SpaceToBatch/DepthToSpace/SpaceToDepth nodes in MODEL."""
+    report = Reporter(quiet, verbose)
     refuse_overwriting_input(model, output, inplace)
-    parse_named_values(atol, "--atol")
-    parse_named_values(rtol, "--rtol")
-    original = load_model(model)
+    tolerances = parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol")
+    start = time.perf_counter()
+    original, external = load_model_with_info(model)
+    before, before_bytes = op_counts(original), original.ByteSize()
     all_domains = (*DEFAULT_DOMAINS, *domains)
-    result = lower_model(original, opset=opset, domains=all_domains, options=LoweringOptions())
-    save_model(result.model, output)
-    if not quiet:
-        click.echo(f"lowered {len(result.lowered)} node(s) -> {output}")
-        for node in result.lowered:
-            kind = "static" if node.static else "dynamic"
-            click.echo(f"  {node.op_type} '{node.name}' ({kind}): {' -> '.join(node.replacement)}")
+    reference = None
+    if run_check:  # keep the original only when it is needed, so memory stays ~1x otherwise
+        reference = type(original)()
+        reference.CopyFrom(original)
+    result = lower_model(
+        original, opset=opset, domains=all_domains, options=LoweringOptions(), in_place=True
+    )
+    after, after_bytes = op_counts(result.model), result.model.ByteSize()
+    elapsed = time.perf_counter() - start
+    for node in result.lowered:
+        kind = "static" if node.static else "dynamic"
+        report.detail(f"  {node.op_type} '{node.name}' ({kind}): {' -> '.join(node.replacement)}")
     if run_check:
         outcome = check(
-            original,
+            reference,
             lowered=result.model,
             domains=all_domains,
-            atol=parse_named_values(atol, "--atol"),
-            rtol=parse_named_values(rtol, "--rtol"),
+            atol=tolerances[0],
+            rtol=tolerances[1],
         )
+    written = write_model(
+        result.model,
+        output,
+        external=save_external_data,
+        threshold=external_data_threshold,
+        input_was_external=external,
+    )
+    report.print(
+        before_after_table(
+            f"lowered {len(result.lowered)} node(s) -> {output}",
+            before,
+            after,
+            before_bytes,
+            after_bytes,
+            elapsed,
+        )
+    )
+    if len(written) > 1:
+        report.print(f"external data: {written[0]}")
+    if run_check:
         if not quiet or not outcome.passed:
             print_result(outcome)
         return EXIT_OK if outcome.passed else EXIT_MISMATCH

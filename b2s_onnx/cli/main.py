@@ -10,6 +10,7 @@ import click
 from b2s_onnx import __version__
 from b2s_onnx.cli.check_cmd import check_command
 from b2s_onnx.cli.convert_cmd import convert_command
+from b2s_onnx.cli.inspect_cmd import inspect_command
 from b2s_onnx.cli.lower_cmd import lower_command
 
 
@@ -25,6 +26,7 @@ def cli() -> None:
 cli.add_command(lower_command)
 cli.add_command(check_command)
 cli.add_command(convert_command)
+cli.add_command(inspect_command)
 
 
 def main() -> None:

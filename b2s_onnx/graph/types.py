@@ -6,6 +6,7 @@ graph; a subgraph reading an outer tensor finds it too.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,13 +82,39 @@ def collect_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     return infos
 
 
+#: Tensors larger than this are lifted out of the model while shape inference runs.
+_LIFT_BYTES = 1 << 16
+
+
+@contextlib.contextmanager
+def _weights_lifted(model: onnx.ModelProto):
+    """Temporarily moves large raw tensor data out of ``model``.
+
+    Shape inference serialises the model: without this a model over 2 GiB could not be
+    inferred at all, and every model would be copied whole. Large tensors are weights,
+    never the small shape tensors inference reads, so their bytes are not needed.
+    """
+    lifted = []
+    for graph in all_graphs(model.graph):
+        for tensor in graph.initializer:
+            if tensor.HasField("raw_data") and len(tensor.raw_data) > _LIFT_BYTES:
+                lifted.append((tensor, tensor.raw_data))
+                tensor.ClearField("raw_data")
+    try:
+        yield
+    finally:
+        for tensor, data in lifted:
+            tensor.raw_data = data
+
+
 def infer_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     """Runs ONNX shape inference on a copy (custom nodes stay untyped) and reads the result."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception:  # a model ONNX cannot infer still lowers if declared types suffice
-        inferred = model
-    return collect_infos(inferred)
+    with _weights_lifted(model):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        except Exception:  # a model ONNX cannot infer still lowers if declared types suffice
+            inferred = model
+        return collect_infos(inferred)
 
 
 def constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:

@@ -11,7 +11,7 @@ shape is checked against the shapes the IR declares on its ports.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,7 +156,9 @@ def convert_ir_model(
     keep_unsupported: bool = False,
     domains: Iterable[str] = (),
     options: LoweringOptions | None = None,
+    progress: Callable[[], object] | None = None,
 ) -> ConversionResult:
+    """Converts the IR; ``progress`` (if given) is called once per layer converted."""
     xml = Path(xml_path)
     ir: IRModel = read_ir_xml(xml)
     order = topological_order(ir)
@@ -182,6 +184,8 @@ def convert_ir_model(
 
     results: list[tuple[Layer, str]] = []
     for layer in order:
+        if progress is not None:
+            progress()
         ctx.begin(layer)
         if layer.type == "Const":
             ctx.add_constant(ctx.out(layer), weights.const(layer))

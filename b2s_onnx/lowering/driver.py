@@ -179,12 +179,17 @@ def lower_model(
     opset: int | None = None,
     domains: Iterable[str] = DEFAULT_DOMAINS,
     options: LoweringOptions | None = None,
+    in_place: bool = False,
 ) -> LoweringResult:
-    """Lowers a copy of ``model``; the input is never modified."""
+    """Lowers a copy of ``model`` (the input is never modified), or, with ``in_place``, the
+    model itself, which keeps memory near the model's size for very large models."""
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"expected onnx.ModelProto, got {type(model).__name__}")
-    work = onnx.ModelProto()
-    work.CopyFrom(model)
+    if in_place:
+        work = model
+    else:
+        work = onnx.ModelProto()
+        work.CopyFrom(model)
     # Shape inference needs a sorted graph; replacements are spliced in place, so the
     # output stays sorted.
     sort_topologically(work.graph)

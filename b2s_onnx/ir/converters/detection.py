@@ -201,7 +201,9 @@ def prior_box_layer(ctx, layer, inputs):
     if declared and declared[-1] is not None and declared[-1] != value.shape[1]:
         # OpenVINO's shape formula and its own reference disagree for some attribute
         # combinations (several fixed_ratio values): there is no right answer to copy.
-        raise B2SError(f"{layer.where()}: the attributes give {value.shape[1]} values per row "
-                       f"but the IR declares {declared[-1]}; OpenVINO itself is inconsistent "
-                       "here, so the layer cannot be converted")
+        raise B2SError(
+            f"{layer.where()}: the attributes give {value.shape[1]} values per row "
+            f"but the IR declares {declared[-1]}; OpenVINO itself is inconsistent "
+            "here, so the layer cannot be converted"
+        )
     ctx.add_constant(ctx.out(layer), value)

@@ -1,0 +1,87 @@
+"""Checking one model, as a picklable function: batch mode runs it in worker processes."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.io import file_sha256
+
+STATUS = {0: "pass", 1: "mismatch", 2: "bad-input", 3: "internal-error"}
+
+
+def _load_npz(path: str | None) -> dict[str, np.ndarray] | None:
+    if path is None:
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as exc:
+        raise B2SError(f"{path}: not a readable .npz file ({exc})") from exc
+
+
+def _check(model: Path, options: dict):
+    common = {
+        "inputs": _load_npz(options["inputs"]),
+        "seed": options["seed"],
+        "dim_sizes": options["dim_sizes"],
+        "input_shapes": options["input_shapes"],
+    }
+    lowered = Path(options["lowered"]) if options["lowered"] else None
+    if model.suffix.lower() == ".xml":
+        from b2s_onnx.io import load_model
+        from b2s_onnx.ir.convert import convert_ir_model
+        from b2s_onnx.parity.ir_check import check_ir
+
+        bin_path = options["bin"]
+        conversion = convert_ir_model(model, bin_path)
+        converted = load_model(lowered) if lowered else conversion.model
+        return check_ir(
+            model,
+            converted,
+            bin_path=bin_path,
+            unlowered=conversion.unlowered,
+            reference=options["reference"],
+            atol=options["atol"] or 1e-4,
+            rtol=options["rtol"] or 1e-3,
+            **common,
+        )
+    from b2s_onnx.parity import check
+
+    return check(
+        model,
+        lowered=lowered,
+        atol=options["atol"],
+        rtol=options["rtol"],
+        domains=options["domains"],
+        **common,
+    )
+
+
+def check_one(path: str, options: dict) -> dict:
+    """A JSON-ready record for one model; never raises."""
+    model = Path(path)
+    record: dict = {"model": path, "sha256": None, "status": None, "exit_code": None, "error": None}
+    start = time.perf_counter()
+    try:
+        if model.is_file():
+            record["sha256"] = file_sha256(model)
+        result = _check(model, options)
+        record.update(result.to_dict())
+        record["exit_code"] = 0 if result.passed else 1
+    except B2SError as exc:
+        record["exit_code"], record["error"] = 2, str(exc)
+    except Exception as exc:  # a bug of ours: reported, never hidden
+        record["exit_code"] = 3
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        if options.get("debug"):
+            record["traceback"] = traceback.format_exc()
+    if options["lowered"] and Path(options["lowered"]).is_file():
+        record["lowered_sha256"] = file_sha256(options["lowered"])
+    record["status"] = STATUS[record["exit_code"]]
+    record["seconds"] = time.perf_counter() - start
+    return record
