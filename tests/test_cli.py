@@ -338,3 +338,26 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
     assert result.returncode == 2
     assert "path traversal refused" in result.stderr
     assert not out.exists()
+
+
+def test_an_internal_error_is_exit_3_with_one_line_and_no_output(tmp_path, model_file,
+                                                                monkeypatch):
+    """A bug of ours (here: simulated in the lowering) must not look like bad input."""
+    from click.testing import CliRunner
+
+    from b2s_onnx.cli import lower_cmd
+    from b2s_onnx.cli.main import cli
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("simulated bug")
+
+    monkeypatch.setattr(lower_cmd, "lower_model", broken)
+    out = tmp_path / "out.onnx"
+    result = CliRunner().invoke(cli, ["lower", str(model_file), "-o", str(out)])
+    assert result.exit_code == 3
+    assert "internal error: RuntimeError: simulated bug" in result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+    debug = CliRunner().invoke(cli, ["lower", str(model_file), "-o", str(out), "--debug"])
+    assert debug.exit_code == 3
+    assert "Traceback" in debug.output
