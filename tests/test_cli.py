@@ -340,8 +340,7 @@ def test_external_data_outside_the_model_folder_is_refused(tmp_path):
     assert not out.exists()
 
 
-def test_an_internal_error_is_exit_3_with_one_line_and_no_output(tmp_path, model_file,
-                                                                monkeypatch):
+def test_an_internal_error_is_exit_3_with_one_line_and_no_output(tmp_path, model_file, monkeypatch):
     """A bug of ours (here: simulated in the lowering) must not look like bad input."""
     from click.testing import CliRunner
 

@@ -251,13 +251,15 @@ def test_constant_node_index_inputs_are_folded_and_removed():
     nodes = [*constants, *model.graph.node]
     model.graph.ClearField("node")
     model.graph.node.extend(nodes)
-    lowered = b2s_onnx.lower(model)
+    lowered = b2s_onnx.lower(model, strategy="direct")
     assert "Constant" not in {n.op_type for n in lowered.graph.node}
     assert [n.op_type for n in lowered.graph.node] == ["Reshape", "Transpose", "Reshape", "Slice"]
 
 
 def test_static_lowering_uses_exactly_the_four_step_form():
-    lowered = b2s_onnx.lower(single_op_model("BatchToSpace", [4, 2, 3], index=INDEX))
+    lowered = b2s_onnx.lower(
+        single_op_model("BatchToSpace", [4, 2, 3], index=INDEX), strategy="direct"
+    )
     assert [n.op_type for n in lowered.graph.node] == ["Reshape", "Transpose", "Reshape", "Slice"]
 
 
@@ -280,7 +282,9 @@ def test_static_lowering_uses_exactly_the_four_step_form():
     ],
 )
 def test_steps_that_do_nothing_are_left_out(index, expected):
-    lowered = b2s_onnx.lower(single_op_model("BatchToSpace", [4, 2, 3], index=index))
+    lowered = b2s_onnx.lower(
+        single_op_model("BatchToSpace", [4, 2, 3], index=index), strategy="direct"
+    )
     assert [n.op_type for n in lowered.graph.node] == expected
 
 

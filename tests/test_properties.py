@@ -19,6 +19,8 @@ from tests.helpers import DTYPES, assert_same_bits, distinct_values, run_lowered
 #: index inputs that are graph inputs (known only at run time).
 FORMS = ("static", "symbolic", "runtime")
 OPSETS = (13, 17, 21)
+#: Every decomposition the planner can choose is tested, not only the one it picks.
+STRATEGIES = ("auto", "direct", "staged")
 INDEX_TYPES = (TensorProto.INT64, TensorProto.INT32, TensorProto.INT8, TensorProto.UINT16)
 
 
@@ -69,7 +71,9 @@ def depth_space_cases(draw, op_type):
     return shape, {"block_size": block, "mode": mode}
 
 
-def _check_index_op(op_type, module, shape, index, elem_type, form, opset, index_type):
+def _check_index_op(
+    op_type, module, shape, index, elem_type, form, opset, index_type, strategy="auto"
+):
     data = distinct_values(shape, elem_type)
     expected = module.reference(data, *(np.array(index[r]) for r in module.INDEX_ROLES))
     declared = [f"d{i}" for i in range(len(shape))] if form == "symbolic" else shape
@@ -77,7 +81,7 @@ def _check_index_op(op_type, module, shape, index, elem_type, form, opset, index
     model = single_op_model(
         op_type, declared, elem_type, index=given_index, index_type=index_type, opset=opset
     )
-    lowered = b2s_onnx.lower(model)
+    lowered = b2s_onnx.lower(model, strategy=strategy)
     feeds = {"data": data}
     if form == "runtime":
         np_type = helper.tensor_dtype_to_np_dtype(index_type)
@@ -91,11 +95,14 @@ def _check_index_op(op_type, module, shape, index, elem_type, form, opset, index
     form=st.sampled_from(FORMS),
     opset=st.sampled_from(OPSETS),
     index_type=st.sampled_from(INDEX_TYPES),
+    strategy=st.sampled_from(STRATEGIES),
 )
-def test_batch_to_space_lowering_equals_reference(case, elem_type, form, opset, index_type):
+def test_batch_to_space_lowering_equals_reference(
+    case, elem_type, form, opset, index_type, strategy
+):
     shape, index = case
     _check_index_op(
-        "BatchToSpace", batch_to_space, shape, index, elem_type, form, opset, index_type
+        "BatchToSpace", batch_to_space, shape, index, elem_type, form, opset, index_type, strategy
     )
 
 
@@ -105,11 +112,14 @@ def test_batch_to_space_lowering_equals_reference(case, elem_type, form, opset, 
     form=st.sampled_from(FORMS),
     opset=st.sampled_from(OPSETS),
     index_type=st.sampled_from(INDEX_TYPES),
+    strategy=st.sampled_from(STRATEGIES),
 )
-def test_space_to_batch_lowering_equals_reference(case, elem_type, form, opset, index_type):
+def test_space_to_batch_lowering_equals_reference(
+    case, elem_type, form, opset, index_type, strategy
+):
     shape, index = case
     _check_index_op(
-        "SpaceToBatch", space_to_batch, shape, index, elem_type, form, opset, index_type
+        "SpaceToBatch", space_to_batch, shape, index, elem_type, form, opset, index_type, strategy
     )
 
 
@@ -122,16 +132,17 @@ def test_space_to_batch_lowering_equals_reference(case, elem_type, form, opset, 
     elem_type=st.sampled_from(sorted(DTYPES)),
     symbolic=st.booleans(),
     opset=st.sampled_from(OPSETS),
+    strategy=st.sampled_from(STRATEGIES),
 )
 def test_depth_space_lowering_equals_reference(
-    op_type, module, native, data, elem_type, symbolic, opset
+    op_type, module, native, data, elem_type, symbolic, opset, strategy
 ):
     shape, attributes = data.draw(depth_space_cases(op_type))
     values = distinct_values(shape, elem_type)
     expected = module.reference(values, attributes["block_size"], attributes["mode"])
     declared = [f"d{i}" for i in range(len(shape))] if symbolic else shape
     model = single_op_model(op_type, declared, elem_type, attributes=attributes, opset=opset)
-    lowered = b2s_onnx.lower(model, native_depth_to_space=native)
+    lowered = b2s_onnx.lower(model, native_depth_to_space=native, strategy=strategy)
     assert_same_bits(run_lowered(lowered, {"data": values}), expected)
 
 
@@ -228,7 +239,8 @@ EVERY_OP = [
     EVERY_OP,
     ids=[f"{c[0]}-{c[3].get('mode', 'index')}" for c in EVERY_OP],
 )
-def test_every_dtype_moves_every_bit(op_type, shape, index, attributes, elem_type):
+@pytest.mark.parametrize("strategy", ["direct", "staged"])
+def test_every_dtype_moves_every_bit(op_type, shape, index, attributes, elem_type, strategy):
     """Thousands of random bit patterns per case, so NaN payloads, signed zeros and
     subnormals are always present: a kernel that computes through another type shows."""
     from b2s_onnx.ops import OP_MODULES
@@ -240,4 +252,5 @@ def test_every_dtype_moves_every_bit(op_type, shape, index, attributes, elem_typ
     else:
         expected = module.reference(data, attributes["block_size"], attributes["mode"])
     model = single_op_model(op_type, shape, elem_type, index=index, attributes=attributes)
-    assert_same_bits(run_lowered(b2s_onnx.lower(model), {"data": data}), expected)
+    lowered = b2s_onnx.lower(model, strategy=strategy, native_depth_to_space=False)
+    assert_same_bits(run_lowered(lowered, {"data": data}), expected)

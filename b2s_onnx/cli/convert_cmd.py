@@ -96,8 +96,11 @@ def convert_command(
     )
     start = time.perf_counter()
     ir = read_ir_xml(model)
-    before = Counter(layer.type for layer in ir.layers.values()
-                     if layer.type not in ("Const", "Parameter", "Result"))
+    before = Counter(
+        layer.type
+        for layer in ir.layers.values()
+        if layer.type not in ("Const", "Parameter", "Result")
+    )
     weights = bin_path or model.with_suffix(".bin")
     before_bytes = model.stat().st_size + (weights.stat().st_size if weights.is_file() else 0)
     with report.progress("converting", len(ir.layers)) as advance:

@@ -103,6 +103,8 @@ def lower_batch_to_space(facts: NodeFacts, emit: Emitter, options: LoweringOptio
         dims,
         Movement(factors, perm, spread),
         output=None if crop_axes else facts.output,
+        itemsize=facts.itemsize,
+        strategy=options.strategy,
     )
     if not crop_axes:
         if moved is None:
@@ -179,7 +181,13 @@ def lower_space_to_batch(facts: NodeFacts, emit: Emitter, options: LoweringOptio
     perm = [2 * i for i in range(1, k + 1)] + [0] + [2 * i - 1 for i in range(1, k + 1)]
     out_shape = [padded[0] * product(blocks[1:])] + [padded[i] // blocks[i] for i in range(1, rank)]
     moved = emit_movement(
-        emit, current, padded, Movement(factors, perm, out_shape), output=facts.output
+        emit,
+        current,
+        padded,
+        Movement(factors, perm, out_shape),
+        output=facts.output,
+        itemsize=facts.itemsize,
+        strategy=options.strategy,
     )
     if moved is None:
         emit.node("Identity", [emit.gate_data(current)], "identity", output=facts.output)

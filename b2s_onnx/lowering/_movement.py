@@ -1,10 +1,11 @@
-"""Reshape -> Transpose -> Reshape, with the axes simplified first.
+"""Reshape -> Transpose(s) -> Reshape, with the axes simplified first.
 
 Every lowering here is "split axes into factors, permute the factors, merge them back".
 Before emitting, factors of static size 1 are dropped and factors that stay adjacent and
-in order are merged, so the Transpose has the lowest rank that is still exact (a smaller
-rank is never slower in onnxruntime, and an identity permutation disappears entirely).
-A Reshape whose target equals its input shape is left out.
+in order are merged, so the permutation has the lowest rank that is still exact (an
+identity permutation disappears entirely). The planner then decides whether it runs as
+one Transpose or as several cheaper ones. A Reshape whose target equals its input shape
+is left out.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from b2s_onnx.lowering._emit import Emitter
+from b2s_onnx.lowering._planner import choose_plan
 from b2s_onnx.lowering._sizes import Size, product
 
 
@@ -56,35 +58,35 @@ def emit_movement(
     data_shape: Sequence[Size],
     movement: Movement,
     output: str | None,
+    itemsize: int,
+    strategy: str = "auto",
 ) -> str | None:
     """Emits the simplified movement; returns the produced tensor, or None if it is a no-op.
 
-    ``output`` names the last node's output (the original node's output) when given.
+    ``output`` names the last node's output (the original node's output) when given. The
+    permutation runs as the planner's stages; Reshapes between them only relabel axes.
     """
     factors, perm = simplify(movement.factors, movement.perm)
-    steps: list[tuple[str, object]] = []
-    if perm != sorted(perm):
-        if not same_shape(factors, data_shape):
-            steps.append(("reshape", factors))
-        steps.append(("transpose", perm))
-        transposed = [factors[p] for p in perm]
-        if not same_shape(transposed, movement.out_shape):
-            steps.append(("reshape", movement.out_shape))
-    elif not same_shape(data_shape, movement.out_shape):
-        steps.append(("reshape", movement.out_shape))
-    if not steps:
+    stages = [] if perm == sorted(perm) else choose_plan(factors, perm, itemsize, strategy)
+    if not stages and same_shape(data_shape, movement.out_shape):
         return None
-
-    current = data
+    current, current_shape = data, list(data_shape)
+    steps: list[tuple[str, object]] = []
+    for stage in stages:
+        if not same_shape(stage.shape, current_shape):
+            steps.append(("reshape", stage.shape))
+        steps.append(("transpose", stage.perm))
+        current_shape = [stage.shape[p] for p in stage.perm]
+    if not same_shape(current_shape, movement.out_shape):
+        steps.append(("reshape", movement.out_shape))
     if steps[0][0] == "transpose":
         current = emit.gate_data(current)
     for index, (kind, arg) in enumerate(steps):
-        last = index == len(steps) - 1
-        target = output if last else None
+        target = output if index == len(steps) - 1 else None
         if kind == "transpose":
             current = emit.node("Transpose", [current], "transpose", output=target, perm=arg)
             continue
-        suffix = "split" if index == 0 and len(steps) > 1 else "merge"
+        suffix = "merge" if index == len(steps) - 1 else "split"
         shape = emit.shape_vector(arg, f"{suffix}_shape")
         if emit.has_checks():
             shape = emit.gate(shape)

@@ -60,6 +60,11 @@ class NodeFacts:
     def output(self) -> str:
         return self.node.output[0]
 
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element of the data (for the planner's cost model)."""
+        return int(helper.tensor_dtype_to_np_dtype(self.data_info.elem_type).itemsize)
+
 
 def node_ref(node: onnx.NodeProto, position: int) -> NodeRef:
     return NodeRef(node.op_type, node.name or f"{node.op_type}_{position}")

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LoweringOptions:
-    #: Lower 4-D DepthToSpace/SpaceToDepth to ONNX's own op where it is exact and
-    #: onnxruntime implements it for the element type; otherwise Reshape/Transpose.
-    native_depth_to_space: bool = True
+    #: Use ONNX's own DepthToSpace/SpaceToDepth for 4-D nodes: True where exact (mode and
+    #: element type permitting), False never, None when the planner estimates it cheaper.
+    native_depth_to_space: bool | None = None
+    #: How permutations are run: "auto" (the planner's cheapest estimate), "direct" (one
+    #: Transpose), or "staged" (single-axis moves). All three compute the same bits.
+    strategy: str = "auto"
