@@ -13,6 +13,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.walk import all_graphs
 
 INTEGER_TYPES = frozenset(
@@ -117,6 +118,17 @@ def infer_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
         return collect_infos(inferred)
 
 
+def decode_tensor(tensor: onnx.TensorProto) -> np.ndarray:
+    """A tensor's value; a tensor whose data does not match its type and shape is refused."""
+    try:
+        return numpy_helper.to_array(tensor)
+    except Exception as exc:
+        raise B2SError(
+            f"tensor '{tensor.name}': its data does not match its type and shape "
+            f"{list(tensor.dims)} ({type(exc).__name__})"
+        ) from None
+
+
 def constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
     """Tensors whose value is fixed: initializers not overridable as inputs, Constant outputs.
 
@@ -127,13 +139,13 @@ def constant_values(model: onnx.ModelProto) -> dict[str, np.ndarray]:
         inputs = {v.name for v in g.input}
         for tensor in g.initializer:
             if tensor.name not in inputs and tensor.data_type in INTEGER_TYPES:
-                values[tensor.name] = numpy_helper.to_array(tensor)
+                values[tensor.name] = decode_tensor(tensor)
         for node in g.node:
             if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
                 continue
             for attr in node.attribute:
                 if attr.name == "value" and attr.t.data_type in INTEGER_TYPES:
-                    values[node.output[0]] = numpy_helper.to_array(attr.t)
+                    values[node.output[0]] = decode_tensor(attr.t)
                 elif attr.name == "value_ints":
                     values[node.output[0]] = np.asarray(list(attr.ints), dtype=np.int64)
                 elif attr.name == "value_int":

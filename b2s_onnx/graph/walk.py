@@ -103,3 +103,34 @@ def sort_topologically(graph: onnx.GraphProto, visible: frozenset[str] = frozens
     if [id(n) for n in ordered] != [id(n) for n in graph.node]:
         graph.ClearField("node")
         graph.node.extend(ordered)
+
+
+def _names(model: onnx.ModelProto) -> Iterator[object]:
+    for entry in model.opset_import:
+        yield entry.domain
+    for graph in all_graphs(model.graph):
+        yield graph.name
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            yield value.name
+            for dim in value.type.tensor_type.shape.dim:
+                yield dim.dim_param
+        for tensor in graph.initializer:
+            yield tensor.name
+        for node in graph.node:
+            yield from (node.name, node.op_type, node.domain, *node.input, *node.output)
+            for attr in node.attribute:
+                yield attr.name
+
+
+def check_strings(model: onnx.ModelProto) -> None:
+    """ONNX's protobuf does not validate UTF-8 when parsing: a corrupted name comes back as
+    bytes (or fails to decode) wherever it is first read. Every name is checked once here."""
+    from b2s_onnx.errors import B2SError
+
+    try:
+        bad = next((name for name in _names(model) if not isinstance(name, str)), None)
+    except UnicodeDecodeError:
+        bad = b"?"
+    if bad is not None:
+        raise B2SError(f"the model holds a name that is not valid UTF-8 ({bad!r}); is the file "
+                       "corrupted?")

@@ -25,6 +25,7 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
+from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
@@ -81,6 +82,17 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
     if any(node.domain not in ("", "ai.onnx") for node in emitted):
         return
     outputs = [ctx.out(layer, i) for i in range(len(layer.outputs))]
+    # Evaluate only what the IR declares small: absurd shapes must not be allocated here.
+    declared = 0
+    for port in layer.outputs:
+        if port.dims is None or any(d is None for d in port.dims):
+            return
+        count = 1
+        for dim in port.dims:
+            count *= dim
+        declared += count
+    if declared > FOLD_LIMIT:
+        return
     produced = {o for node in emitted for o in node.output}
     if not all(o in produced for o in outputs):
         return
@@ -101,8 +113,6 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
     try:
         values = ReferenceEvaluator(model).run(None, {})
     except Exception:  # leave it to run time; the converted nodes are still correct
-        return
-    if sum(np.asarray(v).size for v in values) > FOLD_LIMIT:
         return
     del ctx.nodes[start:]
     for name, value in zip(outputs, values, strict=True):
@@ -183,6 +193,8 @@ def convert_ir_model(
     graph_inputs = [_parameter_info(ctx, layer) for layer in order if layer.type == "Parameter"]
 
     results: list[tuple[Layer, str]] = []
+    for layer in order:
+        check_arity(layer)
     for layer in order:
         if progress is not None:
             progress()

@@ -100,7 +100,12 @@ def read_attributes(
                 f"got {kind(attr.type).lower()}",
             )
         value = helper.get_attribute_value(attr)
-        values[attr.name] = value.decode() if isinstance(value, bytes) else value
+        if isinstance(value, bytes):
+            try:
+                value = value.decode()
+            except UnicodeDecodeError:
+                ref.fail(attr.name, f"attribute '{attr.name}' is not valid UTF-8")
+        values[attr.name] = value
     return values
 
 

@@ -22,6 +22,7 @@ from b2s_onnx.graph.versions import choose_ir_version, default_opset, resolve_op
 from b2s_onnx.graph.walk import (
     all_graphs,
     all_nodes,
+    check_strings,
     sort_topologically,
     subgraphs,
     taken_names,
@@ -64,6 +65,7 @@ class _Lowering:
         self.folded_constants: set[str] = set()
         self.waiting: list[tuple[NodeFacts | None, onnx.NodeProto, str]] = []
         self._position = 0
+        self.defined = _defined_names(model)
 
     def is_custom(self, node: onnx.NodeProto) -> bool:
         return node.domain in self.domains and node.op_type in RULES
@@ -107,6 +109,10 @@ class _Lowering:
         rule = RULES[node.op_type]
         ref = node_ref(node, self._position)
         check_arity(ref, node, ("data", *rule.index_roles))
+        for role, tensor in zip(("data", *rule.index_roles), node.input, strict=True):
+            if tensor not in self.defined:
+                ref.fail(role, f"input '{role}' reads tensor '{tensor}', which nothing in the "
+                               "model defines (a missing initializer?)")
         attributes = read_attributes(ref, node, rule.attributes)
         data = node.input[0]
         info = self.infos.get(data, TensorInfo())
@@ -140,6 +146,17 @@ class _Lowering:
             if facts.index[role].value is not None
         )
         return emit.nodes
+
+
+def _defined_names(model: onnx.ModelProto) -> set[str]:
+    """Every tensor some graph defines: inputs, initializers and node outputs."""
+    names: set[str] = set()
+    for graph in all_graphs(model.graph):
+        names.update(v.name for v in graph.input)
+        names.update(t.name for t in graph.initializer)
+        for node in graph.node:
+            names.update(node.output)
+    return names
 
 
 def _drop_dead_constants(model: onnx.ModelProto, candidates: set[str]) -> None:
@@ -185,6 +202,7 @@ def lower_model(
     model itself, which keeps memory near the model's size for very large models."""
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"expected onnx.ModelProto, got {type(model).__name__}")
+    check_strings(model)
     if in_place:
         work = model
     else:

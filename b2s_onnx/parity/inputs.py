@@ -18,6 +18,8 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import constant_values
 
 DEFAULT_DIM = 1
+#: Random inputs larger than this are refused instead of allocated.
+MAX_INPUT_BYTES = 1 << 31
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
@@ -106,5 +108,22 @@ def make_inputs(
                 d.dim_value if d.HasField("dim_value") else sizes.get(d.dim_param, DEFAULT_DIM)
                 for d in tensor.shape.dim
             ]
+        count = 1
+        for dim in shape:
+            count *= max(int(dim), 0)
+        itemsize = (
+            2
+            if tensor.elem_type == onnx.TensorProto.BFLOAT16
+            else (
+                helper.tensor_dtype_to_np_dtype(tensor.elem_type).itemsize
+                if tensor.elem_type
+                else 4
+            )
+        )
+        if count * itemsize > MAX_INPUT_BYTES:
+            raise B2SError(
+                f"input '{value.name}' of shape {shape} would need "
+                f"{count * itemsize} bytes; refusing (give smaller --input-shapes)"
+            )
         feeds[value.name] = random_array(rng, tensor.elem_type, shape)
     return feeds

@@ -14,13 +14,23 @@ from b2s_onnx.ir.converters._attrs import flag, floats, number
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
 
+#: Prior boxes are computed here: refuse grids whose output would be absurdly large.
+MAX_PRIOR_VALUES = 1 << 26
+
 
 def _sizes(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> tuple[int, int, int, int]:
     layer_hw = ctx.require_value(layer, inputs[0], "the feature-map size").reshape(-1)
     image_hw = ctx.require_value(layer, inputs[1], "the image size").reshape(-1)
     if layer_hw.size != 2 or image_hw.size != 2:
         raise B2SError(f"{layer.where()}: both inputs must hold [height, width]")
-    return int(layer_hw[0]), int(layer_hw[1]), int(image_hw[0]), int(image_hw[1])
+    values = [int(v) for v in (*layer_hw, *image_hw)]
+    if any(v <= 0 for v in values):
+        raise B2SError(f"{layer.where()}: sizes must be positive, got {values}")
+    declared = layer.outputs[0].dims if layer.outputs else None
+    cells = values[0] * values[1]
+    if cells > MAX_PRIOR_VALUES or (declared and declared[-1] and declared[-1] > MAX_PRIOR_VALUES):
+        raise B2SError(f"{layer.where()}: a {values[0]}x{values[1]} prior grid is absurdly large")
+    return values[0], values[1], values[2], values[3]
 
 
 def prior_box_clustered(
