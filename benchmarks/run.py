@@ -77,11 +77,11 @@ def matrix(scale: int) -> list[Case]:
             (n, hw, hw, c),
             _b2s([1, 2, 2, 1], [0, 1, 1, 0], [0, 1, 1, 0]),
         ),
-        Case("b2s 3d", "BatchToSpace", (n * 4, c * hw, hw), _b2s([1, 1, 4], [0] * 3, [0] * 3)),
+        Case("b2s 3d", "BatchToSpace", (n, c * hw, hw), _b2s([1, 1, 4], [0] * 3, [0] * 3)),
         Case(
             "b2s 3d crops",
             "BatchToSpace",
-            (n * 4, c * hw, hw),
+            (n, c * hw, hw),
             _b2s([1, 1, 4], [0, 0, 2], [0, 0, 1]),
         ),
         Case(
@@ -123,13 +123,13 @@ def matrix(scale: int) -> list[Case]:
         Case(
             "d2s 5d dcr",
             "DepthToSpace",
-            (n // 8, c * 8, 4, hw // 2, hw),
+            (n // 8, c * 8, 2, hw // 2, hw),
             attributes={"block_size": 2, "mode": "blocks_first"},
         ),
         Case(
             "d2s 5d crd",
             "DepthToSpace",
-            (n // 8, c * 8, 4, hw // 2, hw),
+            (n // 8, c * 8, 2, hw // 2, hw),
             attributes={"block_size": 2, "mode": "depth_first"},
         ),
     ]
