@@ -132,5 +132,6 @@ def check_strings(model: onnx.ModelProto) -> None:
     except UnicodeDecodeError:
         bad = b"?"
     if bad is not None:
-        raise B2SError(f"the model holds a name that is not valid UTF-8 ({bad!r}); is the file "
-                       "corrupted?")
+        raise B2SError(
+            f"the model holds a name that is not valid UTF-8 ({bad!r}); is the file corrupted?"
+        )

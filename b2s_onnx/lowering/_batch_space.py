@@ -60,7 +60,7 @@ class _IndexValues:
 def lower_batch_to_space(facts: NodeFacts, emit: Emitter, options: LoweringOptions) -> None:
     roles = batch_to_space.INDEX_ROLES
     shape = facts.shape
-    batch_to_space.infer(facts.ref, shape, *(facts.index[role] for role in roles))
+    facts.out_shape = batch_to_space.infer(facts.ref, shape, *(facts.index[r] for r in roles))
     rank = len(shape)
     index = _IndexValues(facts, emit, roles)
     index.guard_runtime_inputs(zero_first=("crops_begin", "crops_end"))
@@ -136,7 +136,7 @@ def _crop_stop(extent: Size, crop_end: Size) -> Size:
 def lower_space_to_batch(facts: NodeFacts, emit: Emitter, options: LoweringOptions) -> None:
     roles = space_to_batch.INDEX_ROLES
     shape = facts.shape
-    space_to_batch.infer(facts.ref, shape, *(facts.index[role] for role in roles))
+    facts.out_shape = space_to_batch.infer(facts.ref, shape, *(facts.index[r] for r in roles))
     rank = len(shape)
     index = _IndexValues(facts, emit, roles)
     index.guard_runtime_inputs(zero_first=("pads_begin", "pads_end"))

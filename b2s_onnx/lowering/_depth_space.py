@@ -68,7 +68,7 @@ def _finish(
 
 def lower_depth_to_space(facts: NodeFacts, emit: Emitter, options: LoweringOptions) -> None:
     block_size, mode = _attributes(facts)
-    depth_to_space.infer(facts.ref, facts.shape, block_size, mode)
+    facts.out_shape = depth_to_space.infer(facts.ref, facts.shape, block_size, mode)
     shape = facts.shape
     k = len(shape) - 2
     dims = [Size.data_dim(facts.data, i, d) for i, d in enumerate(shape)]
@@ -106,7 +106,7 @@ def lower_depth_to_space(facts: NodeFacts, emit: Emitter, options: LoweringOptio
 
 def lower_space_to_depth(facts: NodeFacts, emit: Emitter, options: LoweringOptions) -> None:
     block_size, mode = _attributes(facts)
-    space_to_depth.infer(facts.ref, facts.shape, block_size, mode)
+    facts.out_shape = space_to_depth.infer(facts.ref, facts.shape, block_size, mode)
     shape = facts.shape
     k = len(shape) - 2
     dims = [Size.data_dim(facts.data, i, d) for i, d in enumerate(shape)]

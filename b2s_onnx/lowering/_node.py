@@ -50,6 +50,9 @@ class NodeFacts:
     index: dict[str, IndexInput] = field(default_factory=dict)
     index_tensors: dict[str, str] = field(default_factory=dict)
     attributes: dict[str, object] = field(default_factory=dict)
+    #: Set by the rule from the op's shape rule: lets a chain of custom nodes lower in one
+    #: pass without re-running ONNX shape inference between them.
+    out_shape: list[int | None] | None = None
 
     @property
     def shape(self) -> tuple[int | None, ...]:

@@ -53,15 +53,13 @@ def single_axis_move(perm: list[int]) -> tuple[str, int, int] | None:
     for i, axis in enumerate(perm):
         if axis == i:
             continue
-        expected = i
         rest = perm[i + 1 :]
         # outward: axis moved to slot i, the others keep their order after it
         others = [a for a in range(i, len(perm)) if a != axis]
         if rest == others:
             return "outward", axis, i
         # inward: axis i moved later, the others shift down by one
-        moved = [a for a in perm[i:] if a != i]
-        if moved == list(range(i + 1, len(perm))) and perm[i] == expected + 1:
+        if [a for a in perm[i:] if a != i] == list(range(i + 1, len(perm))):
             return "inward", i, perm.index(i)
         return None
     return None

@@ -111,8 +111,11 @@ class _Lowering:
         check_arity(ref, node, ("data", *rule.index_roles))
         for role, tensor in zip(("data", *rule.index_roles), node.input, strict=True):
             if tensor not in self.defined:
-                ref.fail(role, f"input '{role}' reads tensor '{tensor}', which nothing in the "
-                               "model defines (a missing initializer?)")
+                ref.fail(
+                    role,
+                    f"input '{role}' reads tensor '{tensor}', which nothing in the "
+                    "model defines (a missing initializer?)",
+                )
         attributes = read_attributes(ref, node, rule.attributes)
         data = node.input[0]
         info = self.infos.get(data, TensorInfo())
@@ -134,6 +137,8 @@ class _Lowering:
         emit = Emitter(self.names, facts.ref.name, self.opset)
         RULES[node.op_type].lower(facts, emit, self.options)
         graph.initializer.extend(emit.initializers)
+        if facts.out_shape is not None:
+            self.infos[facts.output] = TensorInfo(facts.data_info.elem_type, tuple(facts.out_shape))
         static = all(ix.value is not None for ix in facts.index.values()) and all(
             d is not None for d in facts.shape
         )

@@ -1,0 +1,177 @@
+"""How the converter itself scales: ``lower`` on models with many custom nodes, against
+``onnx.load`` + ``onnx.save`` of the same model, and peak memory on a ~1 GB model.
+
+    python -m benchmarks.converter                  # 1k..10k nodes, and a 1 GB model
+    python -m benchmarks.converter --skip-large
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+import b2s_onnx
+
+DOMAIN = "org.openvinotoolkit"
+
+
+def chain_model(nodes: int) -> onnx.ModelProto:
+    """SpaceToBatch and BatchToSpace alternating ``nodes`` times: shapes stay [1, 4, 4, 2]."""
+    graph_nodes = []
+    current = "x"
+    for i in range(nodes):
+        op = "SpaceToBatch" if i % 2 == 0 else "BatchToSpace"
+        ends = ("pads_begin", "pads_end") if op == "SpaceToBatch" else ("crops", "crops")
+        output = f"t{i}" if i < nodes - 1 else "y"
+        graph_nodes.append(
+            helper.make_node(
+                op, [current, "blocks", ends[0], ends[1]], [output], domain=DOMAIN, name=f"n{i}"
+            )
+        )
+        current = output
+    inits = [
+        numpy_helper.from_array(np.array(v, np.int64), name)
+        for name, v in (
+            ("blocks", [1, 2, 2, 1]),
+            ("pads_begin", [0, 0, 0, 0]),
+            ("pads_end", [0, 0, 0, 0]),
+            ("crops", [0, 0, 0, 0]),
+        )
+    ]
+    out_shape = [1, 4, 4, 2] if nodes % 2 == 0 else [4, 2, 2, 2]
+    graph = helper.make_graph(
+        graph_nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out_shape)],
+        inits,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)]
+    )
+    model.ir_version = 8
+    return model
+
+
+def _best(function, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def node_scaling(counts: list[int]) -> list[dict]:
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for count in counts:
+            path = Path(folder) / f"chain{count}.onnx"
+            onnx.save(chain_model(count), path)
+            model = onnx.load(path)
+            lower_s = _best(lambda m=model: b2s_onnx.lower(m))
+            io_s = _best(lambda p=path: onnx.save(onnx.load(p), Path(folder) / "copy.onnx"))
+            rows.append(
+                {
+                    "nodes": count,
+                    "lower_s": lower_s,
+                    "load_save_s": io_s,
+                    "ratio": lower_s / io_s,
+                    "us_per_node": lower_s / count * 1e6,
+                }
+            )
+            print(
+                f"{count:>7} nodes: lower {lower_s:7.3f} s, load+save {io_s:6.3f} s, "
+                f"ratio {lower_s / io_s:5.2f}, {lower_s / count * 1e6:6.1f} us/node",
+                flush=True,
+            )
+    return rows
+
+
+def large_model(megabytes: int) -> dict:
+    """Peak memory of ``b2s-onnx lower`` on a model with ~``megabytes`` MB of external data."""
+    with tempfile.TemporaryDirectory() as folder:
+        elements = megabytes * 2**20 // 8
+        weights = np.ones((2, elements), np.float32)
+        nodes = [
+            helper.make_node("Add", ["x", "w"], ["a"]),
+            helper.make_node(
+                "BatchToSpace", ["a", "blocks", "crops", "crops"], ["y"], domain=DOMAIN, name="b2s"
+            ),
+        ]
+        graph = helper.make_graph(
+            nodes,
+            "large",
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT, [elements])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [elements // 2])],
+            [
+                numpy_helper.from_array(weights, "w"),
+                numpy_helper.from_array(np.array([1], np.int64), "blocks"),
+                numpy_helper.from_array(np.array([0], np.int64), "crops"),
+            ],
+        )
+        del weights
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DOMAIN, 1)]
+        )
+        model.ir_version = 8
+        source = Path(folder) / "large.onnx"
+        onnx.save(model, source, save_as_external_data=True, location="large.onnx.data")
+        del model
+        size = sum(f.stat().st_size for f in Path(folder).iterdir())
+        exe = Path(sys.executable).with_name("b2s-onnx")
+        start = time.perf_counter()
+        subprocess.run(
+            [str(exe), "lower", str(source), "-o", str(Path(folder) / "out.onnx"), "-q"], check=True
+        )
+        seconds = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+        start = time.perf_counter()
+        onnx.save(
+            onnx.load(source),
+            Path(folder) / "copy.onnx",
+            save_as_external_data=True,
+            location="copy.onnx.data",
+        )
+        io_seconds = time.perf_counter() - start
+        row = {
+            "model_bytes": size,
+            "peak_rss_bytes": peak,
+            "peak_over_size": peak / size,
+            "lower_s": seconds,
+            "load_save_s": io_seconds,
+        }
+        print(
+            f"{size / 2**30:.2f} GiB model: b2s-onnx lower {seconds:.1f} s "
+            f"(load+save {io_seconds:.1f} s), peak RSS {peak / 2**30:.2f} GiB = "
+            f"{peak / size:.2f}x the model"
+        )
+        return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="converter speed and memory")
+    parser.add_argument("--counts", type=int, nargs="+", default=[1000, 2500, 5000, 10000])
+    parser.add_argument("--megabytes", type=int, default=1024)
+    parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    results = {"scaling": node_scaling(args.counts)}
+    if not args.skip_large:
+        results["large"] = large_model(args.megabytes)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
