@@ -303,3 +303,18 @@ def test_an_unsorted_input_graph_comes_out_sorted():
     onnx.checker.check_model(lowered, full_check=True)
     x = np.ones((4, 3, 4), np.float32)
     run_lowered(lowered, {"x": x}, frozenset({"unrelated"}))
+
+
+def test_many_identical_nodes_share_one_lowering_and_stay_exact():
+    """Repeated static nodes reuse one lowering (renamed copies): names stay unique and
+    derived from each node, and the chain still computes the identity it should."""
+    from benchmarks.converter import chain_model
+
+    model = chain_model(40)
+    lowered = b2s_onnx.lower(model)
+    names = [n.name for n in lowered.graph.node]
+    assert len(names) == len(set(names))
+    assert all(name.split("/")[0] in {f"n{i}" for i in range(40)} for name in names)
+    onnx.checker.check_model(lowered, full_check=True)
+    x = np.random.default_rng(0).standard_normal((1, 4, 4, 2)).astype(np.float32)
+    assert_same_bits(run_lowered(lowered, {"x": x}), x)

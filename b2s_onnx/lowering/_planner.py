@@ -20,6 +20,7 @@ factors leaves only the inward reading. The cost model below encodes these measu
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from b2s_onnx.lowering._sizes import Size
@@ -162,15 +163,25 @@ def choose_plan(
     """The stages to run ``perm`` over ``factors`` (already simplified)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy '{strategy}' (one of {', '.join(STRATEGIES)})")
-    direct = [Stage(list(factors), list(perm))]
+    return list(_cached_plan(tuple(factors), tuple(perm), itemsize, strategy))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_plan(
+    factors: tuple[Size, ...], perm: tuple[int, ...], itemsize: int, strategy: str
+) -> tuple[Stage, ...]:
+    """Plans are pure functions of their arguments, and models repeat the same few nodes."""
+    direct = (Stage(list(factors), list(perm)),)
     if strategy == "direct":
         return direct
-    staged = staged_plan(factors, perm)
+    if strategy == "auto":
+        total = itemsize
+        for factor in factors:
+            total *= _size(factor)
+        if total < SMALL_TENSOR_BYTES:
+            return direct
+    staged = tuple(staged_plan(list(factors), list(perm)))
     if strategy == "staged" or not staged:
         return staged or direct
-    total = itemsize
-    for factor in factors:
-        total *= _size(factor)
-    if total < SMALL_TENSOR_BYTES:
-        return direct
-    return staged if plan_cost(staged, itemsize) < plan_cost(direct, itemsize) else direct
+    cheaper = plan_cost(list(staged), itemsize) < plan_cost(list(direct), itemsize)
+    return staged if cheaper else direct

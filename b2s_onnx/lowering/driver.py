@@ -66,6 +66,7 @@ class _Lowering:
         self.waiting: list[tuple[NodeFacts | None, onnx.NodeProto, str]] = []
         self._position = 0
         self.defined = _defined_names(model)
+        self.templates: dict[tuple, _Template] = {}
 
     def is_custom(self, node: onnx.NodeProto) -> bool:
         return node.domain in self.domains and node.op_type in RULES
@@ -134,23 +135,92 @@ class _Lowering:
         if isinstance(facts, str):
             self.waiting.append((None, node, facts))
             return None
-        emit = Emitter(self.names, facts.ref.name, self.opset)
-        RULES[node.op_type].lower(facts, emit, self.options)
-        graph.initializer.extend(emit.initializers)
-        if facts.out_shape is not None:
-            self.infos[facts.output] = TensorInfo(facts.data_info.elem_type, tuple(facts.out_shape))
         static = all(ix.value is not None for ix in facts.index.values()) and all(
             d is not None for d in facts.shape
         )
+        key = self._template_key(facts) if static else None
+        template = self.templates.get(key) if key is not None else None
+        if template is not None:
+            nodes, initializers = template.stamp(facts, self.names)
+            out_shape = template.out_shape
+        else:
+            emit = Emitter(self.names, facts.ref.name, self.opset)
+            RULES[node.op_type].lower(facts, emit, self.options)
+            nodes, initializers, out_shape = emit.nodes, emit.initializers, facts.out_shape
+            if key is not None:
+                self.templates[key] = _Template(facts, nodes, initializers, out_shape)
+        graph.initializer.extend(initializers)
+        if out_shape is not None:
+            self.infos[facts.output] = TensorInfo(facts.data_info.elem_type, tuple(out_shape))
         self.lowered.append(
-            LoweredNode(facts.ref.name, node.op_type, static, tuple(n.op_type for n in emit.nodes))
+            LoweredNode(facts.ref.name, node.op_type, static, tuple(n.op_type for n in nodes))
         )
         self.folded_constants.update(
             tensor
             for role, tensor in facts.index_tensors.items()
             if facts.index[role].value is not None
         )
-        return emit.nodes
+        return nodes
+
+    def _template_key(self, facts: NodeFacts) -> tuple:
+        values = tuple(
+            (role, tuple(ix.ints() or ()), ix.dtype_name) for role, ix in facts.index.items()
+        )
+        attributes = tuple(sorted((k, str(v)) for k, v in facts.attributes.items()))
+        return (facts.node.op_type, facts.shape, facts.data_info.elem_type, values, attributes)
+
+
+class _Template:
+    """The lowering of one fully static node, reused for every identical node.
+
+    Models repeat the same block many times; the rule's output depends only on the key
+    (op, shape, element type, index values, attributes), so later nodes get renamed copies:
+    their own data input, output, and fresh names derived from their own node name.
+    """
+
+    def __init__(
+        self,
+        facts: NodeFacts,
+        nodes: list[onnx.NodeProto],
+        initializers: list[onnx.TensorProto],
+        out_shape,
+    ) -> None:
+        self.prefix = facts.ref.name
+        self.data = facts.data
+        self.output = facts.output
+        self.nodes = [_copy(n) for n in nodes]
+        self.initializers = [_copy(t) for t in initializers]
+        self.out_shape = out_shape
+
+    def stamp(self, facts: NodeFacts, names: NameAllocator):
+        renamed = {self.data: facts.data, self.output: facts.output}
+        prefix = self.prefix + "/"
+
+        def rename(name: str) -> str:
+            if name not in renamed:
+                suffix = name[len(prefix) :] if name.startswith(prefix) else name
+                renamed[name] = names.fresh(f"{facts.ref.name}/{suffix}")
+            return renamed[name]
+
+        initializers = []
+        for tensor in self.initializers:
+            copy = _copy(tensor)
+            copy.name = rename(tensor.name)
+            initializers.append(copy)
+        nodes = []
+        for node in self.nodes:
+            copy = _copy(node)
+            copy.name = rename(node.name)
+            copy.input[:] = [rename(i) if i else i for i in node.input]
+            copy.output[:] = [rename(o) for o in node.output]
+            nodes.append(copy)
+        return nodes, initializers
+
+
+def _copy(message):
+    duplicate = type(message)()
+    duplicate.CopyFrom(message)
+    return duplicate
 
 
 def _defined_names(model: onnx.ModelProto) -> set[str]:
