@@ -39,6 +39,17 @@ def used_names(graph: onnx.GraphProto) -> set[str]:
     return used
 
 
+def defined_names(model: onnx.ModelProto) -> set[str]:
+    """Every tensor some graph defines: inputs, initializers and node outputs."""
+    names: set[str] = set()
+    for graph in all_graphs(model.graph):
+        names.update(v.name for v in graph.input)
+        names.update(t.name for t in graph.initializer)
+        for node in graph.node:
+            names.update(node.output)
+    return names
+
+
 def taken_names(model: onnx.ModelProto) -> set[str]:
     """Every tensor and node name in the model, so new names never collide."""
     names: set[str] = set()

@@ -23,6 +23,7 @@ from b2s_onnx.graph.walk import (
     all_graphs,
     all_nodes,
     check_strings,
+    defined_names,
     sort_topologically,
     subgraphs,
     taken_names,
@@ -65,7 +66,7 @@ class _Lowering:
         self.folded_constants: set[str] = set()
         self.waiting: list[tuple[NodeFacts | None, onnx.NodeProto, str]] = []
         self._position = 0
-        self.defined = _defined_names(model)
+        self.defined = defined_names(model)
         self.templates: dict[tuple, _Template] = {}
 
     def is_custom(self, node: onnx.NodeProto) -> bool:
@@ -221,17 +222,6 @@ def _copy(message):
     duplicate = type(message)()
     duplicate.CopyFrom(message)
     return duplicate
-
-
-def _defined_names(model: onnx.ModelProto) -> set[str]:
-    """Every tensor some graph defines: inputs, initializers and node outputs."""
-    names: set[str] = set()
-    for graph in all_graphs(model.graph):
-        names.update(v.name for v in graph.input)
-        names.update(t.name for t in graph.initializer)
-        for node in graph.node:
-            names.update(node.output)
-    return names
 
 
 def _drop_dead_constants(model: onnx.ModelProto, candidates: set[str]) -> None:

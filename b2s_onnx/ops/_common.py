@@ -111,3 +111,30 @@ def block_product(node: NodeRef, role: str, blocks: Sequence[int]) -> int:
     if product > INT64_MAX:
         node.fail(role, f"product of {role} = {product} overflows int64")
     return product
+
+
+def check_blocks_and_margins(
+    node: NodeRef,
+    data_shape: Sequence[Dim],
+    block_shape: IndexInput,
+    begin: IndexInput,
+    end: IndexInput,
+    margin_kind: str,
+) -> tuple[list[int] | None, list[int] | None, list[int] | None]:
+    """The rules BatchToSpace and SpaceToBatch share: data rank >= 2; block_shape and the two
+    margins (crops or pads) are 1-D integer tensors of rank elements; blocks >= 1 with
+    ``block_shape[0] == 1``; margins >= 0 with 0 on the batch axis. Returns the constant
+    values (None for those known only at run time)."""
+    rank = len(data_shape)
+    check_rank(node, rank, 2)
+    blocks = check_index_input(node, block_shape, rank)
+    begins = check_index_input(node, begin, rank)
+    ends = check_index_input(node, end, rank)
+    if blocks is not None:
+        check_all_at_least(node, block_shape.role, blocks, 1)
+        check_first_is(node, block_shape.role, blocks, 1, "the batch axis is not split")
+    for index, values in ((begin, begins), (end, ends)):
+        if values is not None:
+            check_all_at_least(node, index.role, values, 0)
+            check_first_is(node, index.role, values, 0, f"the batch axis is not {margin_kind}")
+    return blocks, begins, ends

@@ -26,15 +26,22 @@ def check_attributes(node: NodeRef, block_size: int, mode: str) -> None:
         node.fail("block_size", f"block_size = {block_size} must be >= 1")
 
 
+def check_common(
+    node: NodeRef, data_shape: Sequence[Dim], block_size: int, mode: str
+) -> tuple[int, int]:
+    """The rules DepthToSpace and SpaceToDepth share; returns (K, block_size^K)."""
+    check_rank(node, len(data_shape), MIN_RANK)
+    check_attributes(node, block_size, mode)
+    k = len(data_shape) - 2
+    factor = block_size**k
+    if factor > INT64_MAX:
+        node.fail("block_size", f"block_size^{k} = {factor} overflows int64")
+    return k, factor
+
+
 def infer(node: NodeRef, data_shape: Sequence[Dim], block_size: int, mode: str) -> list[Dim]:
     """Checks every rule decidable from what is known and returns the output shape."""
-    rank = len(data_shape)
-    check_rank(node, rank, MIN_RANK)
-    check_attributes(node, block_size, mode)
-    k = rank - 2
-    divisor = block_size**k
-    if divisor > INT64_MAX:
-        node.fail("block_size", f"block_size^{k} = {divisor} overflows int64")
+    k, divisor = check_common(node, data_shape, block_size, mode)
     channels = data_shape[1]
     if channels is not None and channels % divisor:
         node.fail(

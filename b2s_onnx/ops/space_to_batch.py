@@ -17,15 +17,11 @@ from b2s_onnx.ops._common import (
     IndexInput,
     NodeRef,
     block_product,
-    check_all_at_least,
-    check_first_is,
-    check_index_input,
-    check_rank,
+    check_blocks_and_margins,
 )
 
 OP_TYPE = "SpaceToBatch"
 INDEX_ROLES = ("block_shape", "pads_begin", "pads_end")
-MIN_RANK = 2
 
 
 def infer(
@@ -37,18 +33,9 @@ def infer(
 ) -> list[Dim]:
     """Checks every rule decidable from what is known and returns the output shape."""
     rank = len(data_shape)
-    check_rank(node, rank, MIN_RANK)
-    blocks = check_index_input(node, block_shape, rank)
-    begins = check_index_input(node, pads_begin, rank)
-    ends = check_index_input(node, pads_end, rank)
-
-    if blocks is not None:
-        check_all_at_least(node, "block_shape", blocks, 1)
-        check_first_is(node, "block_shape", blocks, 1, "the batch axis is not split")
-    for role, pads in (("pads_begin", begins), ("pads_end", ends)):
-        if pads is not None:
-            check_all_at_least(node, role, pads, 0)
-            check_first_is(node, role, pads, 0, "the batch axis is not padded")
+    blocks, begins, ends = check_blocks_and_margins(
+        node, data_shape, block_shape, pads_begin, pads_end, "padded"
+    )
 
     out: list[Dim] = [None] * rank
     if blocks is not None:

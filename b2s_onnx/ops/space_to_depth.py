@@ -10,22 +10,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from b2s_onnx.ops._common import INT64_MAX, Dim, NodeRef, check_rank
-from b2s_onnx.ops.depth_to_space import check_attributes
+from b2s_onnx.ops._common import Dim, NodeRef
+from b2s_onnx.ops.depth_to_space import check_common
 
 OP_TYPE = "SpaceToDepth"
-MIN_RANK = 3
 
 
 def infer(node: NodeRef, data_shape: Sequence[Dim], block_size: int, mode: str) -> list[Dim]:
     """Checks every rule decidable from what is known and returns the output shape."""
-    rank = len(data_shape)
-    check_rank(node, rank, MIN_RANK)
-    check_attributes(node, block_size, mode)
-    k = rank - 2
-    multiplier = block_size**k
-    if multiplier > INT64_MAX:
-        node.fail("block_size", f"block_size^{k} = {multiplier} overflows int64")
+    _, multiplier = check_common(node, data_shape, block_size, mode)
     for i, dim in enumerate(data_shape[2:], start=2):
         if dim is not None and dim % block_size:
             node.fail(
