@@ -25,16 +25,20 @@ def lower(
     domains: Iterable[str] = DEFAULT_DOMAINS,
     native_depth_to_space: bool | None = None,
     strategy: str = "auto",
+    threads: int | None = None,
 ) -> onnx.ModelProto:
     """Returns a copy of ``model`` with every BatchToSpace/SpaceToBatch/DepthToSpace/
     SpaceToDepth node of ``domains`` replaced by standard ONNX ops.
 
     ``opset`` (13..21) is the target default-domain opset; by default the model's own,
     raised to 13 if older. ``strategy`` ("auto", "direct", "staged") and
-    ``native_depth_to_space`` (None: the planner decides) choose how permutations run;
-    every choice computes the same bits. Raises :class:`B2SError` for invalid input.
+    ``native_depth_to_space`` (None: the planner decides) choose how permutations run, for
+    sessions with ``threads`` intra-op threads (None: several); every choice computes the
+    same bits. Raises :class:`B2SError` for invalid input.
     """
-    options = LoweringOptions(native_depth_to_space=native_depth_to_space, strategy=strategy)
+    options = LoweringOptions(
+        native_depth_to_space=native_depth_to_space, strategy=strategy, threads=threads
+    )
     return lower_model(model, opset=opset, domains=domains, options=options).model
 
 

@@ -253,7 +253,7 @@ def measure(case: Case, dtype: str, threads: int, repeats: int) -> dict:
     model = single_op_model(
         case.op_type, list(case.shape), elem_type, index=case.index, attributes=case.attributes
     )
-    ours = b2s_onnx.lower(model)
+    ours = b2s_onnx.lower(model, threads=threads)
     rng = np.random.default_rng(0)
     data = (
         rng.integers(0, 255, case.shape) if dtype == "u8" else rng.standard_normal(case.shape)

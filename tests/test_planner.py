@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import b2s_onnx
 from b2s_onnx.builders import single_op_model
 from b2s_onnx.lowering._planner import (
+    MULTITHREAD_TINY_OUTWARD_COST,
     choose_plan,
     plan_cost,
     single_axis_move,
@@ -86,3 +87,15 @@ def test_large_nchw_batch_to_space_is_lowered_in_stages_and_exact():
 
     expected = batch_to_space.reference(data, *(np.array(v) for v in index.values()))
     assert_same_bits(run_lowered(lowered, {"data": data}), expected)
+
+
+def test_multithreaded_sessions_avoid_onnxruntimes_tiny_unit_outward_kernel():
+    """SpaceToBatch's de-interleave is a 4-byte outward move: ~2x a copy at one thread but
+    ~30x at two in onnxruntime 1.31, so only a single-threaded plan may use it."""
+    x = 16 * 64 * 56
+    factors, perm = [S(x), S(2), S(56), S(2)], [1, 3, 0, 2]
+    single = choose_plan(factors, perm, 4, threads=1)
+    several = choose_plan(factors, perm, 4)
+    assert any(single_axis_move(s.perm) == ("outward", 2, 1) for s in single)
+    assert plan_cost(several, 4) < MULTITHREAD_TINY_OUTWARD_COST
+    assert plan_cost(single, 4, threads=1) < plan_cost(several, 4, threads=1) or single == several

@@ -20,7 +20,7 @@ from tests.helpers import DTYPES, assert_same_bits, distinct_values, run_lowered
 FORMS = ("static", "symbolic", "runtime")
 OPSETS = (13, 17, 21)
 #: Every decomposition the planner can choose is tested, not only the one it picks.
-STRATEGIES = ("auto", "direct", "staged")
+STRATEGIES = ("auto", "direct", "staged", "hybrid")
 INDEX_TYPES = (TensorProto.INT64, TensorProto.INT32, TensorProto.INT8, TensorProto.UINT16)
 
 
@@ -239,7 +239,7 @@ EVERY_OP = [
     EVERY_OP,
     ids=[f"{c[0]}-{c[3].get('mode', 'index')}" for c in EVERY_OP],
 )
-@pytest.mark.parametrize("strategy", ["direct", "staged"])
+@pytest.mark.parametrize("strategy", ["direct", "staged", "hybrid"])
 def test_every_dtype_moves_every_bit(op_type, shape, index, attributes, elem_type, strategy):
     """Thousands of random bit patterns per case, so NaN payloads, signed zeros and
     subnormals are always present: a kernel that computes through another type shows."""

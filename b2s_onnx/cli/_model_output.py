@@ -13,6 +13,14 @@ from b2s_onnx.io import DEFAULT_EXTERNAL_THRESHOLD, save_model
 
 def output_options(command: Callable) -> Callable:
     command = click.option(
+        "--threads",
+        type=click.IntRange(1),
+        default=None,
+        metavar="N",
+        help="Plan for onnxruntime sessions with N intra-op threads (default: several). "
+        "Changes speed, never results.",
+    )(command)
+    command = click.option(
         "--external-data-threshold",
         type=click.IntRange(0),
         default=DEFAULT_EXTERNAL_THRESHOLD,

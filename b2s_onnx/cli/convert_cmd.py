@@ -25,6 +25,7 @@ from b2s_onnx.cli._output import (
     verbose_option,
 )
 from b2s_onnx.cli.check_cmd import print_result
+from b2s_onnx.lowering import LoweringOptions
 
 
 def ir_tolerances(atol, rtol) -> dict:
@@ -82,6 +83,7 @@ def convert_command(
     rtol: tuple[str, ...],
     save_external_data: bool,
     external_data_threshold: int,
+    threads: int | None,
     quiet: bool,
     verbose: bool,
 ) -> int:
@@ -105,7 +107,12 @@ def convert_command(
     before_bytes = model.stat().st_size + (weights.stat().st_size if weights.is_file() else 0)
     with report.progress("converting", len(ir.layers)) as advance:
         result = convert_ir_model(
-            model, bin_path, opset=opset, keep_unsupported=keep_unsupported, progress=advance
+            model,
+            bin_path,
+            opset=opset,
+            keep_unsupported=keep_unsupported,
+            progress=advance,
+            options=LoweringOptions(threads=threads),
         )
     elapsed = time.perf_counter() - start
     written = write_model(

@@ -78,6 +78,7 @@ def lower_command(
     rtol: tuple[str, ...],
     save_external_data: bool,
     external_data_threshold: int,
+    threads: int | None,
     inplace: bool,
     quiet: bool,
     verbose: bool,
@@ -95,7 +96,11 @@ def lower_command(
         reference = type(original)()
         reference.CopyFrom(original)
     result = lower_model(
-        original, opset=opset, domains=all_domains, options=LoweringOptions(), in_place=True
+        original,
+        opset=opset,
+        domains=all_domains,
+        options=LoweringOptions(threads=threads),
+        in_place=True,
     )
     after, after_bytes = op_counts(result.model), result.model.ByteSize()
     elapsed = time.perf_counter() - start

@@ -105,6 +105,7 @@ def lower_batch_to_space(facts: NodeFacts, emit: Emitter, options: LoweringOptio
         output=None if crop_axes else facts.output,
         itemsize=facts.itemsize,
         strategy=options.strategy,
+        threads=options.threads,
     )
     if not crop_axes:
         if moved is None:
@@ -188,6 +189,7 @@ def lower_space_to_batch(facts: NodeFacts, emit: Emitter, options: LoweringOptio
         output=facts.output,
         itemsize=facts.itemsize,
         strategy=options.strategy,
+        threads=options.threads,
     )
     if moved is None:
         emit.node("Identity", [emit.gate_data(current)], "identity", output=facts.output)

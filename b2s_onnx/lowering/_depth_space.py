@@ -45,7 +45,9 @@ def _native(
         return allowed
     factors, perm = simplify(movement.factors, movement.perm)
     generic = plan_cost(
-        choose_plan(factors, perm, facts.itemsize, options.strategy), facts.itemsize
+        choose_plan(factors, perm, facts.itemsize, options.strategy, options.threads),
+        facts.itemsize,
+        options.threads,
     )
     return generic > NATIVE_DEPTH_SPACE_COST
 
@@ -61,6 +63,7 @@ def _finish(
         output=facts.output,
         itemsize=facts.itemsize,
         strategy=options.strategy,
+        threads=options.threads,
     )
     if moved is None:
         emit.node("Identity", [emit.gate_data(facts.data)], "identity", output=facts.output)

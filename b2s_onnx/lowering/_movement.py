@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from b2s_onnx.lowering._emit import Emitter
-from b2s_onnx.lowering._planner import choose_plan
-from b2s_onnx.lowering._sizes import Size, product
+from b2s_onnx.lowering._planner import choose_plan, simplify
+from b2s_onnx.lowering._sizes import Size
 
 
 @dataclass(frozen=True)
@@ -25,27 +25,6 @@ class Movement:
     factors: list[Size]
     perm: list[int]
     out_shape: list[Size]
-
-
-def simplify(factors: Sequence[Size], perm: Sequence[int]) -> tuple[list[Size], list[int]]:
-    """Drops unit factors and merges factors that move together; returns (factors, perm)."""
-    keep = [i for i, f in enumerate(factors) if f.static != 1]
-    renumber = {old: new for new, old in enumerate(keep)}
-    kept_factors = [factors[i] for i in keep]
-    kept_perm = [renumber[p] for p in perm if p in renumber]
-
-    # Group runs of output positions whose source axes are consecutive.
-    groups: list[list[int]] = []
-    for axis in kept_perm:
-        if groups and groups[-1][-1] + 1 == axis:
-            groups[-1].append(axis)
-        else:
-            groups.append([axis])
-    order = sorted(range(len(groups)), key=lambda g: groups[g][0])
-    merged_factors = [product([kept_factors[a] for a in groups[g]]) for g in order]
-    position = {g: new for new, g in enumerate(order)}
-    merged_perm = [position[g] for g in range(len(groups))]
-    return merged_factors, merged_perm
 
 
 def same_shape(a: Sequence[Size], b: Sequence[Size]) -> bool:
@@ -60,6 +39,7 @@ def emit_movement(
     output: str | None,
     itemsize: int,
     strategy: str = "auto",
+    threads: int | None = None,
 ) -> str | None:
     """Emits the simplified movement; returns the produced tensor, or None if it is a no-op.
 
@@ -67,7 +47,7 @@ def emit_movement(
     permutation runs as the planner's stages; Reshapes between them only relabel axes.
     """
     factors, perm = simplify(movement.factors, movement.perm)
-    stages = [] if perm == sorted(perm) else choose_plan(factors, perm, itemsize, strategy)
+    stages = [] if perm == sorted(perm) else choose_plan(factors, perm, itemsize, strategy, threads)
     if not stages and same_shape(data_shape, movement.out_shape):
         return None
     current, current_shape = data, list(data_shape)

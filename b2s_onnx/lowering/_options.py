@@ -13,3 +13,6 @@ class LoweringOptions:
     #: How permutations are run: "auto" (the planner's cheapest estimate), "direct" (one
     #: Transpose), or "staged" (single-axis moves). All three compute the same bits.
     strategy: str = "auto"
+    #: Intra-op threads the lowered model will run with (None: several, onnxruntime's
+    #: default). Only the planner's choice depends on it, never the result.
+    threads: int | None = None

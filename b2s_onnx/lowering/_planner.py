@@ -11,28 +11,35 @@ thread, as multiples of a plain copy of the same bytes):
   contiguous, ~13x when the innermost axis itself moves.
 
 So a permutation that moves the innermost axis is cheaper as a sequence of single-axis
-inward moves (fix the output's axes from the innermost out), each expressed so that
-onnxruntime recognises it as inward: its dispatcher checks "moved outward" first, so an
-adjacent swap [m, G] is taken as G moving outward with |G| writers; splitting G into two
-factors leaves only the inward reading. The cost model below encodes these measurements
-(`benchmarks/` re-measures them); the plan with the lowest estimate wins.
+inward moves (fix the output's axes from the innermost out: "staged"), or as one such move
+for the innermost axis followed by one general Transpose whose contiguous unit is then
+large ("hybrid"); each inward move is expressed so that onnxruntime recognises it: its
+dispatcher checks "moved outward" first, so an adjacent swap [m, G] is taken as G moving
+outward with |G| writers; splitting G into two factors leaves only the inward reading. The
+cost model below encodes these measurements (`benchmarks/` re-measures them); the plan
+with the lowest estimate wins.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from b2s_onnx.lowering._sizes import Size
+from b2s_onnx.lowering._sizes import Size, product
 
 #: Sizes only known at run time are assumed large for costing.
 UNKNOWN_SIZE = 1024
 #: A moved axis up to this size is "small": few readers or writers.
 SMALL_AXIS = 64
-STRATEGIES = ("auto", "direct", "staged")
+STRATEGIES = ("auto", "direct", "staged", "hybrid")
 #: onnxruntime's own DepthToSpace/SpaceToDepth kernels, in copies of the tensor (measured
 #: ~9x on 1.31 for a 4-D float32 block-2 case: they run a general transpose internally).
 NATIVE_DEPTH_SPACE_COST = 9.0
+#: onnxruntime parallelises an outward single-axis move element by element: with a unit
+#: under this many bytes it ran ~30x a copy at 2 threads (2x at 1 thread).
+TINY_UNIT = 16
+MULTITHREAD_TINY_OUTWARD_COST = 30.0
 #: Below this many bytes a pass costs less than an extra node's fixed overhead: one Transpose.
 SMALL_TENSOR_BYTES = 1 << 18
 
@@ -47,6 +54,27 @@ class Stage:
 
 def _size(s: Size) -> int:
     return UNKNOWN_SIZE if s.static is None else s.static
+
+
+def simplify(factors: Sequence[Size], perm: Sequence[int]) -> tuple[list[Size], list[int]]:
+    """Drops unit factors and merges factors that move together; returns (factors, perm)."""
+    keep = [i for i, f in enumerate(factors) if f.static != 1]
+    renumber = {old: new for new, old in enumerate(keep)}
+    kept_factors = [factors[i] for i in keep]
+    kept_perm = [renumber[p] for p in perm if p in renumber]
+
+    # Group runs of output positions whose source axes are consecutive.
+    groups: list[list[int]] = []
+    for axis in kept_perm:
+        if groups and groups[-1][-1] + 1 == axis:
+            groups[-1].append(axis)
+        else:
+            groups.append([axis])
+    order = sorted(range(len(groups)), key=lambda g: groups[g][0])
+    merged_factors = [product([kept_factors[a] for a in groups[g]]) for g in order]
+    position = {g: new for new, g in enumerate(order)}
+    merged_perm = [position[g] for g in range(len(groups))]
+    return merged_factors, merged_perm
 
 
 def single_axis_move(perm: list[int]) -> tuple[str, int, int] | None:
@@ -66,15 +94,22 @@ def single_axis_move(perm: list[int]) -> tuple[str, int, int] | None:
     return None
 
 
-def stage_cost(shape: list[Size], perm: list[int], itemsize: int) -> float:
-    """Estimated cost of one Transpose, in copies of the tensor (see module docstring)."""
+def stage_cost(
+    shape: list[Size], perm: list[int], itemsize: int, threads: int | None = None
+) -> float:
+    """Estimated cost of one Transpose, in copies of the tensor (see module docstring).
+
+    ``threads``: the session's intra-op threads (None: several, onnxruntime's default).
+    """
     sizes = [_size(s) for s in shape]
     move = single_axis_move(perm)
     if move is not None:
-        _, source, target = move
+        kind, source, target = move
         unit = itemsize
         for dim in sizes[max(source, target) + 1 :]:
             unit *= dim
+        if kind == "outward" and unit < TINY_UNIT and threads != 1:
+            return MULTITHREAD_TINY_OUTWARD_COST
         if sizes[source] <= SMALL_AXIS:
             return 2.0
         return 2.5 + 350.0 / max(unit, 1)
@@ -86,8 +121,8 @@ def stage_cost(shape: list[Size], perm: list[int], itemsize: int) -> float:
     return 2.4 + 42.0 / max(unit, 1)
 
 
-def plan_cost(stages: list[Stage], itemsize: int) -> float:
-    return sum(stage_cost(s.shape, s.perm, itemsize) for s in stages)
+def plan_cost(stages: list[Stage], itemsize: int, threads: int | None = None) -> float:
+    return sum(stage_cost(s.shape, s.perm, itemsize, threads) for s in stages)
 
 
 def _split(size: Size) -> tuple[Size, Size] | None:
@@ -140,8 +175,11 @@ def _inward_stage(layout_sizes: list[Size], source: int, target: int) -> Stage:
     return Stage(merged, perm)
 
 
-def staged_plan(factors: list[Size], perm: list[int]) -> list[Stage]:
-    """Single-axis inward moves that fix the output's axes from the innermost outward."""
+def staged_plan(factors: list[Size], perm: list[int], limit: int | None = None) -> list[Stage]:
+    """Single-axis inward moves that fix the output's axes from the innermost outward.
+
+    With ``limit``, at most that many moves, then one Transpose for whatever is left.
+    """
     layout = list(range(len(factors)))  # which original factor sits at each position
     stages: list[Stage] = []
     for position in reversed(range(len(perm))):
@@ -149,6 +187,13 @@ def staged_plan(factors: list[Size], perm: list[int]) -> list[Stage]:
         current = layout.index(axis)
         if current == position:
             continue
+        if limit is not None and len(stages) == limit:
+            rest_factors, rest_perm = simplify(
+                [factors[f] for f in layout], [layout.index(a) for a in perm]
+            )
+            if rest_perm != sorted(rest_perm):
+                stages.append(Stage(rest_factors, rest_perm))
+            break
         sizes = [factors[f] for f in layout]
         stages.append(_inward_stage(sizes, current, position))
         layout = (
@@ -158,17 +203,26 @@ def staged_plan(factors: list[Size], perm: list[int]) -> list[Stage]:
 
 
 def choose_plan(
-    factors: list[Size], perm: list[int], itemsize: int, strategy: str = "auto"
+    factors: list[Size],
+    perm: list[int],
+    itemsize: int,
+    strategy: str = "auto",
+    threads: int | None = None,
 ) -> list[Stage]:
-    """The stages to run ``perm`` over ``factors`` (already simplified)."""
+    """The stages to run ``perm`` over ``factors`` (already simplified), for sessions with
+    ``threads`` intra-op threads (None: several)."""
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy '{strategy}' (one of {', '.join(STRATEGIES)})")
-    return list(_cached_plan(tuple(factors), tuple(perm), itemsize, strategy))
+    return list(_cached_plan(tuple(factors), tuple(perm), itemsize, strategy, threads))
 
 
 @functools.lru_cache(maxsize=4096)
 def _cached_plan(
-    factors: tuple[Size, ...], perm: tuple[int, ...], itemsize: int, strategy: str
+    factors: tuple[Size, ...],
+    perm: tuple[int, ...],
+    itemsize: int,
+    strategy: str,
+    threads: int | None,
 ) -> tuple[Stage, ...]:
     """Plans are pure functions of their arguments, and models repeat the same few nodes."""
     direct = (Stage(list(factors), list(perm)),)
@@ -181,7 +235,12 @@ def _cached_plan(
         if total < SMALL_TENSOR_BYTES:
             return direct
     staged = tuple(staged_plan(list(factors), list(perm)))
-    if strategy == "staged" or not staged:
+    hybrid = tuple(staged_plan(list(factors), list(perm), limit=1))
+    if strategy == "staged":
         return staged or direct
-    cheaper = plan_cost(list(staged), itemsize) < plan_cost(list(direct), itemsize)
-    return staged if cheaper else direct
+    if strategy == "hybrid":
+        return hybrid or direct
+    candidates = [direct, staged, hybrid]
+    return min(
+        (c for c in candidates if c), key=lambda c: (plan_cost(list(c), itemsize, threads), len(c))
+    )
