@@ -237,11 +237,9 @@ BATCH_TO_SPACE = LoweringRule(
     op_type=batch_to_space.OP_TYPE,
     index_roles=batch_to_space.INDEX_ROLES,
     lower=lower_batch_to_space,
-    summary="Reshape -> Transpose -> Reshape -> Slice",
 )
 SPACE_TO_BATCH = LoweringRule(
     op_type=space_to_batch.OP_TYPE,
     index_roles=space_to_batch.INDEX_ROLES,
     lower=lower_space_to_batch,
-    summary="Pad -> Reshape -> Transpose -> Reshape",
 )

@@ -150,12 +150,10 @@ DEPTH_TO_SPACE = LoweringRule(
     index_roles=(),
     lower=lower_depth_to_space,
     attributes=ATTRIBUTES,
-    summary="DepthToSpace (4-D) or Reshape -> Transpose -> Reshape",
 )
 SPACE_TO_DEPTH = LoweringRule(
     op_type=space_to_depth.OP_TYPE,
     index_roles=(),
     lower=lower_space_to_depth,
     attributes=ATTRIBUTES,
-    summary="SpaceToDepth (4-D blocks_first) or Reshape -> Transpose -> Reshape",
 )

@@ -45,10 +45,9 @@ class NameAllocator:
 class Emitter:
     """Collects the nodes and initializers that replace one custom node."""
 
-    def __init__(self, names: NameAllocator, prefix: str, opset: int) -> None:
+    def __init__(self, names: NameAllocator, prefix: str) -> None:
         self.names = names
         self.prefix = prefix
-        self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[TensorProto] = []
         self._sizes: dict[tuple, str] = {}

@@ -24,4 +24,3 @@ class LoweringRule:
     index_roles: tuple[str, ...]
     lower: LowerFn
     attributes: dict[str, int] = field(default_factory=dict)
-    summary: str = ""

@@ -18,7 +18,7 @@ import onnx
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import TensorInfo, constant_values, infer_infos
-from b2s_onnx.graph.versions import choose_ir_version, default_opset, resolve_opset
+from b2s_onnx.graph.versions import choose_ir_version, resolve_opset
 from b2s_onnx.graph.walk import (
     all_graphs,
     all_nodes,
@@ -58,7 +58,6 @@ class _Lowering:
         self.model = model
         self.domains = frozenset(domains)
         self.options = options
-        self.opset = default_opset(model) or 13
         self.names = NameAllocator(taken_names(model))
         self.constants: dict[str, np.ndarray] = constant_values(model)
         self.infos: dict[str, TensorInfo] = {}
@@ -145,7 +144,7 @@ class _Lowering:
             nodes, initializers = template.stamp(facts, self.names)
             out_shape = template.out_shape
         else:
-            emit = Emitter(self.names, facts.ref.name, self.opset)
+            emit = Emitter(self.names, facts.ref.name)
             RULES[node.op_type].lower(facts, emit, self.options)
             nodes, initializers, out_shape = emit.nodes, emit.initializers, facts.out_shape
             if key is not None:
