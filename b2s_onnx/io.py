@@ -120,7 +120,7 @@ def save_model(
     if not folder.is_dir():
         raise B2SError(f"{target}: folder {folder} does not exist")
     if external_data is None:
-        external_data = model.ByteSize() > PROTOBUF_LIMIT
+        external_data = estimated_size(model) > PROTOBUF_LIMIT
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
     try:
         staged = staging / target.name
@@ -158,14 +158,20 @@ def _mark_external(model: onnx.ModelProto, location: str, size_threshold: int) -
                 continue
             if tensor.data_type in INTEGER_TYPES and _elements(tensor) <= SHAPE_LIKE_ELEMENTS:
                 continue
+            if _elements(tensor) * _itemsize(tensor) < size_threshold:
+                continue
             if not tensor.HasField("raw_data"):
                 array = numpy_helper.to_array(tensor)
                 tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
-            if len(tensor.raw_data) < size_threshold:
-                continue
             external_data_helper.set_external_data(tensor, location)
             marked = True
     return marked
+
+
+def _itemsize(tensor: onnx.TensorProto) -> int:
+    if tensor.data_type in (0, onnx.TensorProto.STRING):
+        return 0
+    return onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
 
 
 def _elements(tensor: onnx.TensorProto) -> int:
@@ -173,6 +179,16 @@ def _elements(tensor: onnx.TensorProto) -> int:
     for dim in tensor.dims:
         count *= dim
     return count
+
+
+def estimated_size(model: onnx.ModelProto) -> int:
+    """The model's size in bytes, from tensor shapes: ``ModelProto.ByteSize()`` serialises
+    the whole model, which costs another copy of every weight."""
+    total = 1 << 20  # nodes, names and value infos: generously
+    for graph in all_graphs(model.graph):
+        for tensor in graph.initializer:
+            total += _elements(tensor) * _itemsize(tensor)
+    return total
 
 
 def file_sha256(path: str | os.PathLike) -> str:

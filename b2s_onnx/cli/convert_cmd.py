@@ -25,6 +25,7 @@ from b2s_onnx.cli._output import (
     verbose_option,
 )
 from b2s_onnx.cli.check_cmd import print_result
+from b2s_onnx.io import estimated_size
 from b2s_onnx.lowering import LoweringOptions
 
 
@@ -124,7 +125,7 @@ def convert_command(
             before,
             op_counts(result.model),
             before_bytes,
-            result.model.ByteSize(),
+            estimated_size(result.model),
             elapsed,
         )
     )

@@ -25,7 +25,7 @@ from b2s_onnx.cli._output import (
     verbose_option,
 )
 from b2s_onnx.cli.check_cmd import print_result
-from b2s_onnx.io import load_model_with_info
+from b2s_onnx.io import estimated_size, load_model_with_info
 from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
 from b2s_onnx.parity import check
 
@@ -89,7 +89,7 @@ def lower_command(
     tolerances = parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol")
     start = time.perf_counter()
     original, external = load_model_with_info(model)
-    before, before_bytes = op_counts(original), original.ByteSize()
+    before, before_bytes = op_counts(original), estimated_size(original)
     all_domains = (*DEFAULT_DOMAINS, *domains)
     reference = None
     if run_check:  # keep the original only when it is needed, so memory stays ~1x otherwise
@@ -102,7 +102,7 @@ def lower_command(
         options=LoweringOptions(threads=threads),
         in_place=True,
     )
-    after, after_bytes = op_counts(result.model), result.model.ByteSize()
+    after, after_bytes = op_counts(result.model), estimated_size(result.model)
     elapsed = time.perf_counter() - start
     for node in result.lowered:
         kind = "static" if node.static else "dynamic"

@@ -6,7 +6,6 @@ graph; a subgraph reading an outer tensor finds it too.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,39 +82,54 @@ def collect_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     return infos
 
 
-#: Tensors larger than this are lifted out of the model while shape inference runs.
-_LIFT_BYTES = 1 << 16
+#: Initializers larger than this are left out of the model shape inference sees.
+_SKELETON_BYTES = 1 << 16
 
 
-@contextlib.contextmanager
-def _weights_lifted(model: onnx.ModelProto):
-    """Temporarily moves large raw tensor data out of ``model``.
+def _data_bytes(tensor: onnx.TensorProto) -> int:
+    if tensor.data_type in (0, onnx.TensorProto.STRING):
+        return 0
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
 
-    Shape inference serialises the model: without this a model over 2 GiB could not be
+
+def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model without the bytes of its large initializers (kept as typed stubs).
+
+    Shape inference serialises its input: without this a model over 2 GiB could not be
     inferred at all, and every model would be copied whole. Large tensors are weights,
-    never the small shape tensors inference reads, so their bytes are not needed.
+    never the small shape tensors inference reads.
     """
-    lifted = []
-    for graph in all_graphs(model.graph):
-        for tensor in graph.initializer:
-            if tensor.HasField("raw_data") and len(tensor.raw_data) > _LIFT_BYTES:
-                lifted.append((tensor, tensor.raw_data))
-                tensor.ClearField("raw_data")
-    try:
-        yield
-    finally:
-        for tensor, data in lifted:
-            tensor.raw_data = data
+    skeleton = onnx.ModelProto()
+    for field in ("ir_version", "producer_name", "domain", "model_version"):
+        setattr(skeleton, field, getattr(model, field))
+    skeleton.opset_import.extend(model.opset_import)
+    skeleton.functions.extend(model.functions)
+    graph, source = skeleton.graph, model.graph
+    graph.name = source.name
+    graph.node.extend(source.node)
+    graph.input.extend(source.input)
+    graph.output.extend(source.output)
+    graph.value_info.extend(source.value_info)
+    for tensor in source.initializer:
+        if _data_bytes(tensor) > _SKELETON_BYTES:
+            graph.initializer.add(name=tensor.name, data_type=tensor.data_type, dims=tensor.dims)
+        else:
+            graph.initializer.append(tensor)
+    return skeleton
 
 
 def infer_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
-    """Runs ONNX shape inference on a copy (custom nodes stay untyped) and reads the result."""
-    with _weights_lifted(model):
-        try:
-            inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-        except Exception:  # a model ONNX cannot infer still lowers if declared types suffice
-            inferred = model
-        return collect_infos(inferred)
+    """Runs ONNX shape inference on a skeleton of the model (custom nodes stay untyped) and
+    reads the result."""
+    skeleton = _skeleton(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
+    except Exception:  # a model ONNX cannot infer still lowers if declared types suffice
+        inferred = skeleton
+    return collect_infos(inferred)
 
 
 def decode_tensor(tensor: onnx.TensorProto) -> np.ndarray:

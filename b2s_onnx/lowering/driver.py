@@ -229,18 +229,18 @@ def _drop_dead_constants(model: onnx.ModelProto, candidates: set[str]) -> None:
     if not dead:
         return
     for graph in all_graphs(model.graph):
-        kept = [t for t in graph.initializer if t.name not in dead]
-        if len(kept) != len(graph.initializer):
-            graph.ClearField("initializer")
-            graph.initializer.extend(kept)
-        nodes = [
-            n
-            for n in graph.node
-            if not (n.op_type == "Constant" and n.domain in ("", "ai.onnx") and n.output[0] in dead)
-        ]
-        if len(nodes) != len(graph.node):
-            graph.ClearField("node")
-            graph.node.extend(nodes)
+        # Delete in place: rebuilding the list would copy every kept tensor (weights too).
+        for index in reversed(range(len(graph.initializer))):
+            if graph.initializer[index].name in dead:
+                del graph.initializer[index]
+        for index in reversed(range(len(graph.node))):
+            node = graph.node[index]
+            if (
+                node.op_type == "Constant"
+                and node.domain in ("", "ai.onnx")
+                and node.output[0] in dead
+            ):
+                del graph.node[index]
 
 
 def _drop_unused_domains(model: onnx.ModelProto, domains: frozenset[str]) -> None:
