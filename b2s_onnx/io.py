@@ -182,13 +182,16 @@ def _elements(tensor: onnx.TensorProto) -> int:
 
 
 def estimated_size(model: onnx.ModelProto) -> int:
-    """The model's size in bytes, from tensor shapes: ``ModelProto.ByteSize()`` serialises
-    the whole model, which costs another copy of every weight."""
-    total = 1 << 20  # nodes, names and value infos: generously
+    """The model's size in bytes. Exact for models under 256 MiB of tensors; above, from
+    tensor shapes, since ``ModelProto.ByteSize()`` serialises the model, which costs another
+    copy of every weight."""
+    tensors = 0
     for graph in all_graphs(model.graph):
         for tensor in graph.initializer:
-            total += _elements(tensor) * _itemsize(tensor)
-    return total
+            tensors += _elements(tensor) * _itemsize(tensor)
+    if tensors < 1 << 28:
+        return model.ByteSize()
+    return tensors + (1 << 20)  # nodes, names and value infos: generously
 
 
 def file_sha256(path: str | os.PathLike) -> str:
