@@ -4,44 +4,11 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
-
-LAYERS = """<?xml version="1.0"?>
-<net name="tiny" version="{version}">
-  <layers>
-    <layer id="0" name="x" type="Parameter" version="opset1">
-      <data shape="{shape}" element_type="f32"/>
-      <output><port id="0" precision="FP32" names="input_x">{dims}</port></output>
-    </layer>
-    <layer id="1" name="w" type="Const" version="opset1">
-      <data element_type="f32" shape="1,3" offset="{offset}" size="{size}"/>
-      <output><port id="0" precision="FP32"><dim>1</dim><dim>3</dim></port></output>
-    </layer>
-    <layer id="2" name="sum" type="Add" version="opset1">
-      <input>
-        <port id="0"><dim>2</dim><dim>3</dim></port>
-        <port id="1"><dim>1</dim><dim>3</dim></port>
-      </input>
-      <output><port id="2" precision="FP32" names="y"><dim>2</dim><dim>3</dim></port></output>
-    </layer>
-    <layer id="3" name="y/sink_port_0" type="Result" version="opset1">
-      <input><port id="0"><dim>2</dim><dim>3</dim></port></input>
-    </layer>
-  </layers>
-  <edges>
-    <edge from-layer="0" from-port="0" to-layer="2" to-port="0"/>
-    <edge from-layer="1" from-port="0" to-layer="2" to-port="1"/>
-    <edge from-layer="2" from-port="2" to-layer="3" to-port="0"/>{extra_edges}
-  </edges>
-</net>
-"""
-
-
-WEIGHTS = np.arange(3, dtype=np.float32).tobytes()
+from tests.hostile.make_corpus import WEIGHTS, tiny
 
 
 def write_ir(
@@ -60,13 +27,8 @@ def write_ir(
     xml.write_text(
         text
         if text is not None
-        else LAYERS.format(
-            version=version,
-            shape=shape,
-            dims=dims,
-            offset=offset,
-            size=size,
-            extra_edges=extra_edges,
+        else tiny(
+            version=version, shape=shape, dims=dims, offset=offset, size=size, extra=extra_edges
         )
     )
     if weights is not None:
@@ -145,25 +107,12 @@ def test_missing_weights_file_is_named(tmp_path):
 
 
 def test_cycle_is_refused(tmp_path):
-    text = LAYERS.format(
-        version=11, shape="2,3", dims="<dim>2</dim><dim>3</dim>", offset=0, size=12, extra_edges=""
-    )
-    text = text.replace(
-        '<layer id="2" name="sum" type="Add" version="opset1">',
-        '<layer id="2" name="sum" type="Add" version="opset1">',
-    )
-    text = text.replace(
-        '<edge from-layer="1" from-port="0" to-layer="2" to-port="1"/>',
-        '<edge from-layer="2" from-port="2" to-layer="2" to-port="1"/>',
-    )
-    xml = write_ir(tmp_path, text=text)
+    text = tiny(edge1='\n    <edge from-layer="2" from-port="2" to-layer="2" to-port="1"/>')
     with pytest.raises(B2SError, match="cycle"):
-        b2s_onnx.convert_ir(xml)
+        b2s_onnx.convert_ir(write_ir(tmp_path, text=text))
 
 
 def test_unknown_element_type_is_named(tmp_path):
-    text = LAYERS.format(
-        version=11, shape="2,3", dims="<dim>2</dim><dim>3</dim>", offset=0, size=12, extra_edges=""
-    ).replace('element_type="f32" shape="1,3"', 'element_type="q7" shape="1,3"')
+    text = tiny().replace('element_type="f32" shape="1,3"', 'element_type="q7" shape="1,3"')
     with pytest.raises(B2SError, match="element type 'q7' is not supported"):
         b2s_onnx.convert_ir(write_ir(tmp_path, text=text))

@@ -19,11 +19,11 @@ from b2s_onnx.builders import single_op_model
 HERE = Path(__file__).resolve().parent
 
 TINY = """<?xml version="1.0"?>
-<net name="tiny" version="11">
+<net name="tiny" version="{version}">
   <layers>
     <layer id="0" name="x" type="Parameter" version="opset1">
       <data shape="{shape}" element_type="{etype}"/>
-      <output><port id="0" precision="FP32" names="x">{dims}</port></output>
+      <output><port id="0" precision="FP32" names="input_x">{dims}</port></output>
     </layer>
     <layer id="1" name="w" type="Const" version="opset1">
       <data element_type="f32" shape="1,3" offset="{offset}" size="{size}"/>
@@ -53,6 +53,7 @@ WEIGHTS = np.arange(3, dtype=np.float32).tobytes()
 
 def tiny(**overrides) -> str:
     fields = {
+        "version": 11,
         "shape": "2,3",
         "etype": "f32",
         "dims": "<dim>2</dim><dim>3</dim>",
