@@ -73,13 +73,12 @@ def tiny(**overrides) -> str:
 def ir_cases() -> list[tuple[str, str, bytes | None, str, str]]:
     """(name, xml text, bin bytes or None, command, expected message fragment)."""
     valid = tiny()
+    levels = ['<!ENTITY lol0 "lol">'] + [
+        f'<!ENTITY lol{i} "{f"&lol{i - 1};" * 10}">' for i in range(1, 10)
+    ]
     laughs = (
-        '<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
-        + "".join(
-            f'<!ENTITY lol{i} "{"&lol" + (str(i - 1) if i > 1 else "") + ";" * 1}'
-            f'{"&lol" + (str(i - 1) if i > 1 else "") + ";"}">'
-            for i in range(1, 10)
-        )
+        '<?xml version="1.0"?><!DOCTYPE lolz ['
+        + "".join(levels)
         + ']><net version="11"><layers>&lol9;</layers><edges/></net>'
     )
     return [
