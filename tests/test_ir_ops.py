@@ -656,16 +656,19 @@ PRIOR_BOX_ATTRS = [
 ]
 
 
-@pytest.mark.parametrize("attrs", PRIOR_BOX_ATTRS, ids=lambda a: ",".join(sorted(a))[:40])
-@pytest.mark.parametrize("version", [1, 8])
-def test_prior_box_is_a_constant_equal_to_openvino(tmp_path, attrs, version):
+PRIOR_BOX_CASES = [
+    pytest.param(version, attrs, id=f"v{version}-" + ",".join(sorted(attrs))[:40])
+    for version in (1, 8)
+    for attrs in PRIOR_BOX_ATTRS
+    # PriorBox-1 has no min_max_aspect_ratios_order attribute.
+    if version == 8 or "min_max_aspect_ratios_order" not in attrs
+]
+
+
+@pytest.mark.parametrize(("version", "attrs"), PRIOR_BOX_CASES)
+def test_prior_box_is_a_constant_equal_to_openvino(tmp_path, version, attrs):
     attrs = dict(attrs)
-    if version == 1:
-        if "min_max_aspect_ratios_order" in attrs:
-            pytest.skip("PriorBox-1 has no min_max_aspect_ratios_order")
-        make = o1.prior_box
-    else:
-        make = o8.prior_box
+    make = o1.prior_box if version == 1 else o8.prior_box
     pairs, converted = run_both(
         tmp_path,
         lambda a: o1.add(
