@@ -46,8 +46,8 @@ def _check(model: Path, options: dict):
             bin_path=bin_path,
             unlowered=conversion.unlowered,
             reference=options["reference"],
-            atol=options["atol"] or 1e-4,
-            rtol=options["rtol"] or 1e-3,
+            atol=options["atol"],
+            rtol=options["rtol"],
             **common,
         )
     from b2s_onnx.parity import check

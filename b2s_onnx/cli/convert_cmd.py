@@ -29,11 +29,6 @@ from b2s_onnx.io import estimated_size
 from b2s_onnx.lowering import LoweringOptions
 
 
-def ir_tolerances(atol, rtol) -> dict:
-    """IR checks compare float math: given tolerances, else 1e-4 absolute / 1e-3 relative."""
-    return {"atol": atol or 1e-4, "rtol": rtol or 1e-3}
-
-
 @click.command(
     "convert",
     epilog="Example:\n\n\b\n  b2s-onnx convert model.xml -o model.onnx --check",
@@ -94,9 +89,10 @@ def convert_command(
 
     report = Reporter(quiet, verbose)
     target = output if output is not None else model.with_suffix(".onnx")
-    tolerances = ir_tolerances(
-        parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol")
-    )
+    tolerances = {
+        "atol": parse_named_values(atol, "--atol"),
+        "rtol": parse_named_values(rtol, "--rtol"),
+    }
     start = time.perf_counter()
     ir = read_ir_xml(model)
     before = Counter(

@@ -117,6 +117,36 @@ def compare_outputs(
     return reports
 
 
+def finish_check(
+    model: onnx.ModelProto,
+    feeds: Mapping[str, np.ndarray],
+    names: Sequence[str],
+    expected: Mapping[str, np.ndarray],
+    atol: Tolerance,
+    rtol: Tolerance,
+    seed: int,
+    timings: dict[str, float],
+    **fields,
+) -> CheckResult:
+    """The end every parity check shares: run ``model`` in onnxruntime on ``feeds``, compare
+    with ``expected``, and report. A model onnxruntime cannot run is bad input (exit 2)."""
+    start = time.perf_counter()
+    try:
+        actual = run_onnxruntime(model, feeds)
+    except Exception as exc:
+        raise B2SError(f"onnxruntime could not run the model under check: {exc}") from exc
+    timings["onnxruntime_s"] = time.perf_counter() - start
+    reports = compare_outputs(names, expected, actual, atol, rtol)
+    return CheckResult(
+        passed=all(r.passed for r in reports),
+        seed=seed,
+        outputs=reports,
+        input_shapes={k: list(v.shape) for k, v in feeds.items()},
+        timings=timings,
+        **fields,
+    )
+
+
 def check(
     model: onnx.ModelProto | str | Path,
     *,
@@ -169,19 +199,14 @@ def check(
     names = [o.name for o in original.graph.output]
     expected = dict(zip(names, expected_list, strict=True))
 
-    start = time.perf_counter()
-    try:
-        actual = run_onnxruntime(lowered_model, feeds)
-    except Exception as exc:
-        raise B2SError(f"onnxruntime could not run the lowered model: {exc}") from exc
-    timings["onnxruntime_s"] = time.perf_counter() - start
-
-    reports = compare_outputs(names, expected, actual, atol, rtol)
-    return CheckResult(
-        passed=all(r.passed for r in reports),
-        seed=seed,
-        outputs=reports,
-        input_shapes={k: list(v.shape) for k, v in feeds.items()},
+    return finish_check(
+        lowered_model,
+        feeds,
+        names,
+        expected,
+        atol,
+        rtol,
+        seed,
+        timings,
         lowered_nodes=lowered_nodes,
-        timings=timings,
     )
