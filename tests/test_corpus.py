@@ -3,6 +3,9 @@
 Tolerances (absolute, on outputs whose magnitude is at most ~1.2), and why:
 - FP32 models and FP16 models (weights widened to f32, as OpenVINO's CPU plugin does under
   the f32 hint): 1e-4; only float summation order differs.
+- The tolerance scales with the output's magnitude (its largest absolute value, when above
+  1): palm-detection's regressors reach ~900, and f32 summation order alone moves their
+  small elements by up to 3.5e-4 (4e-7 of the output's scale).
 - person-attributes-recognition-crossroad-0230 is INT8 (FakeQuantize): 5e-2. OpenVINO's CPU
   plugin runs the quantized layers in integer arithmetic; a last-bit difference before a
   FakeQuantize can move a value by one quantization step, which the next layers amplify.
@@ -57,4 +60,5 @@ def test_corpus_model_converts_runs_and_matches_openvino(entry):
             name = next(n for n in ours if n in port.get_names())
             expected = np.asarray(theirs[port])
             assert ours[name].shape == expected.shape
-            np.testing.assert_allclose(ours[name], expected, atol=tolerance, rtol=0)
+            scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
+            np.testing.assert_allclose(ours[name], expected, atol=tolerance * scale, rtol=0)

@@ -26,6 +26,8 @@ from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
+from b2s_onnx.ir.converters.registry import prepare, registration
+from b2s_onnx.ir.converters.schema import declared_only
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
@@ -194,6 +196,7 @@ def convert_ir_model(
 
     results: list[tuple[Layer, str]] = []
     for layer in order:
+        prepare(layer)
         check_arity(layer)
     for layer in order:
         if progress is not None:
@@ -211,11 +214,12 @@ def convert_ir_model(
             results.append((layer, inputs[0]))
             continue
         start = len(ctx.nodes)
-        converter = find(layer)
-        if converter is None:
+        found = registration(layer)
+        if found is None:
             _keep_as_custom(ctx, layer, inputs)
             continue
-        converter(ctx, layer, inputs)
+        with declared_only(layer, found.attrs):
+            found.converter(ctx, layer, inputs)
         _fold(ctx, layer, inputs, start)
 
     graph_outputs = []

@@ -43,6 +43,8 @@ class Layer:
     data: dict[str, str]
     inputs: list[Port] = field(default_factory=list)
     outputs: list[Port] = field(default_factory=list)
+    #: Typed attribute values, parsed and checked against the converter's schema.
+    attrs: dict[str, object] = field(default_factory=dict)
 
     def where(self) -> str:
         return f"layer {self.id} '{self.name}' ({self.type})"

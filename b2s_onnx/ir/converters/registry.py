@@ -1,35 +1,92 @@
 """The table of IR layer converters, keyed by (layer type, opset version).
 
-A converter module registers its functions with :func:`converts`; the README's table of
-supported ops is generated from this registry, so the docs cannot drift from the code.
+A converter module registers its functions with :func:`converts`, declaring beside each
+the inputs it takes and the attributes it reads (:mod:`schema`); :func:`prepare` checks
+both for a layer before anything is converted. The README's table of supported ops is
+generated from this registry, so the docs cannot drift from the code.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
+from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.schema import Schema, validate
 from b2s_onnx.ir.reader import Layer
 
 Converter = Callable[[ConversionContext, Layer, list[str]], None]
 
+
+@dataclass(frozen=True)
+class Registration:
+    converter: Converter
+    #: The attributes the converter reads; None only for converters not yet described.
+    attrs: Schema | None
+    #: (fewest, most) inputs, or None to use the arity table.
+    inputs: tuple[int, int] | None
+
+
 CONVERTERS: dict[tuple[str, str], Converter] = {}
+REGISTRATIONS: dict[tuple[str, str], Registration] = {}
+#: OpenVINO looks layer types up case-insensitively (``Relu`` is ``ReLU``).
+_CANONICAL: dict[str, str] = {}
 
 
-def converts(layer_type: str, versions: Iterable[str | int] = ("opset1",)) -> Callable:
-    """Registers a converter for ``layer_type`` at each of ``versions`` (1 = "opset1")."""
+def converts(
+    layer_type: str,
+    versions: Iterable[str | int] = ("opset1",),
+    *,
+    attrs: Schema | None = None,
+    inputs: tuple[int, int] | None = None,
+) -> Callable[[Converter], Converter]:
+    """Registers a converter for ``layer_type`` at each of ``versions`` (1 = "opset1"),
+    with the attributes it reads (``attrs``) and how many inputs it takes (``inputs``)."""
 
     def register(function: Converter) -> Converter:
         for version in versions:
-            key = version if isinstance(version, str) else f"opset{version}"
-            CONVERTERS[(layer_type, key)] = function
+            key = (layer_type, version if isinstance(version, str) else f"opset{version}")
+            CONVERTERS[key] = function
+            REGISTRATIONS[key] = Registration(
+                function, None if attrs is None else dict(attrs), inputs
+            )
+        _CANONICAL[layer_type.lower()] = layer_type
         return function
 
     return register
 
 
+def canonical_type(layer_type: str) -> str:
+    """The registered spelling of ``layer_type`` (types match case-insensitively)."""
+    return _CANONICAL.get(layer_type.lower(), layer_type)
+
+
+def registration(layer: Layer) -> Registration | None:
+    return REGISTRATIONS.get((canonical_type(layer.type), layer.version))
+
+
 def find(layer: Layer) -> Converter | None:
-    return CONVERTERS.get((layer.type, layer.version))
+    found = registration(layer)
+    return None if found is None else found.converter
+
+
+def prepare(layer: Layer) -> None:
+    """Checks a layer against its converter's declaration before conversion starts: the
+    type is spelled as registered, the input count fits, and every declared attribute is
+    parsed and checked into ``layer.attrs``."""
+    layer.type = canonical_type(layer.type)
+    found = registration(layer)
+    if found is None:
+        return
+    if found.inputs is not None:
+        low, high = found.inputs
+        count = len(layer.inputs)
+        if not low <= count <= high:
+            wanted = str(low) if low == high else f"{low} to {high}"
+            raise B2SError(f"{layer.where()}: takes {wanted} input(s), got {count}")
+    if found.attrs is not None:
+        layer.attrs = validate(layer, found.attrs)
 
 
 def supported_ops() -> list[tuple[str, str]]:
