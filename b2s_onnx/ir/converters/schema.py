@@ -208,6 +208,26 @@ class Text(Attr):
     kind = "text"
 
 
+@dataclass(frozen=True)
+class ElementType(Attr):
+    """An element type name (``f32``, ``i64``, a v10 precision like ``FP16``…), normalised
+    to the IR's lower-case name; ``allowed`` narrows it (empty: any the reader supports)."""
+
+    kind = "element_type"
+    allowed: tuple[str, ...] = ()
+
+    def parse(self, layer: Layer, key: str, text: str) -> str:
+        from b2s_onnx.ir.weights import element_type
+
+        try:
+            value = element_type(text, layer.where())
+        except B2SError:
+            raise _form(layer, key, text, "a supported element type") from None
+        if self.allowed and value not in self.allowed:
+            raise _form(layer, key, text, f"one of {', '.join(self.allowed)}")
+        return value
+
+
 #: Attributes every arithmetic layer with broadcasting inputs declares.
 BROADCAST = {"auto_broadcast": Choice(allowed=("numpy", "none"), default="numpy")}
 
