@@ -20,6 +20,7 @@ from typing import Any
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.reader import Layer
+from b2s_onnx.ir.weights import element_type
 
 #: Length rule: one value per spatial axis of input 0 (its rank minus batch and channels).
 SPATIAL = "spatial"
@@ -217,8 +218,6 @@ class ElementType(Attr):
     allowed: tuple[str, ...] = ()
 
     def parse(self, layer: Layer, key: str, text: str) -> str:
-        from b2s_onnx.ir.weights import element_type
-
         try:
             value = element_type(text, layer.where())
         except B2SError:
