@@ -49,16 +49,24 @@ def convert_ir(
     opset: int = 18,
     keep_unsupported: bool = False,
     domains: Iterable[str] = (),
+    fuse: bool = True,
 ) -> onnx.ModelProto:
     """Converts an OpenVINO IR (v10/v11) to ONNX, lowering the data-movement ops on the way.
 
     ``bin_path`` defaults to the ``.bin`` beside the ``.xml``. Unsupported layers are an
     error listing them all, unless ``keep_unsupported`` writes them as custom-domain nodes.
+    ``fuse=False`` turns off the graph rewrites that choose onnxruntime's fastest forms
+    (listed in :mod:`b2s_onnx.rewrites`).
     """
     from b2s_onnx.ir.convert import convert_ir_model
 
     return convert_ir_model(
-        xml_path, bin_path, opset=opset, keep_unsupported=keep_unsupported, domains=domains
+        xml_path,
+        bin_path,
+        opset=opset,
+        keep_unsupported=keep_unsupported,
+        domains=domains,
+        fuse=fuse,
     ).model
 
 

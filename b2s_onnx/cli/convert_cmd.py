@@ -62,6 +62,11 @@ from b2s_onnx.lowering import LoweringOptions
     is_flag=True,
     help="Compare with OpenVINO (if installed) on random inputs; exit 1 on mismatch.",
 )
+@click.option(
+    "--no-fuse",
+    is_flag=True,
+    help="Keep the converted graph as is: skip the rewrites into onnxruntime's fastest forms.",
+)
 @tolerance_options
 @output_options
 @quiet_option
@@ -75,6 +80,7 @@ def convert_command(
     opset: int,
     keep_unsupported: bool,
     run_check: bool,
+    no_fuse: bool,
     atol: tuple[str, ...],
     rtol: tuple[str, ...],
     save_external_data: bool,
@@ -110,6 +116,7 @@ def convert_command(
             keep_unsupported=keep_unsupported,
             progress=advance,
             options=LoweringOptions(threads=threads),
+            fuse=not no_fuse,
         )
     elapsed = time.perf_counter() - start
     written = write_model(
@@ -129,6 +136,12 @@ def convert_command(
         report.print(f"external data: {written[0]}")
     for node in result.lowered:
         report.detail(f"  lowered {node.op_type} '{node.name}': {' -> '.join(node.replacement)}")
+    for rewrite, count in result.rewrites.counts().items():
+        report.print(f"  rewrote {count} x {rewrite}")
+    for fired in result.rewrites.fired:
+        report.detail(f"  {fired.rewrite} '{fired.node}': {fired.detail}")
+    for declined in result.rewrites.declined:
+        report.detail(f"  {declined.rewrite} declined '{declined.node}': {declined.reason}")
     for kept in result.kept_unsupported:
         report.print(f"  kept unsupported {kept}")
     if run_check:

@@ -31,6 +31,7 @@ from b2s_onnx.ir.converters.schema import declared_only
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
+from b2s_onnx.rewrites import RewriteReport, apply_rewrites
 
 DEFAULT_OPSET = 18
 #: Domain of layers written as-is with ``keep_unsupported``.
@@ -51,6 +52,8 @@ class ConversionResult:
     kept_unsupported: list[str] = field(default_factory=list)
     #: The converted graph before lowering (data-movement ops still custom nodes).
     unlowered: onnx.ModelProto | None = None
+    #: What the graph rewrites for onnxruntime's speed did (empty with ``fuse=False``).
+    rewrites: RewriteReport = field(default_factory=RewriteReport)
 
 
 def _unsupported(order: list[Layer]) -> list[Layer]:
@@ -169,8 +172,10 @@ def convert_ir_model(
     domains: Iterable[str] = (),
     options: LoweringOptions | None = None,
     progress: Callable[[], object] | None = None,
+    fuse: bool = True,
 ) -> ConversionResult:
-    """Converts the IR; ``progress`` (if given) is called once per layer converted."""
+    """Converts the IR; ``progress`` (if given) is called once per layer converted;
+    ``fuse=False`` skips the rewrites that put the graph in onnxruntime's fastest forms."""
     xml = Path(xml_path)
     ir: IRModel = read_ir_xml(xml)
     order = topological_order(ir)
@@ -258,5 +263,6 @@ def convert_ir_model(
     lowered = lower_model(
         model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
     )
+    rewrites = apply_rewrites(lowered.model) if fuse else RewriteReport()
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
-    return ConversionResult(lowered.model, lowered.lowered, kept, model)
+    return ConversionResult(lowered.model, lowered.lowered, kept, model, rewrites)

@@ -1,0 +1,58 @@
+"""Graph rewrites that are not lowerings: forms of the same computation that onnxruntime
+runs faster. One module per rewrite; each states what it matches, when it applies (a
+decline carries the reason) and what it produces; one ordered list collects the defaults.
+
+Every rewrite here keeps the outputs bit-exact or within float rounding of the original
+(each module says which, and why). ``fuse=False`` (``--no-fuse``) turns them all off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import onnx
+
+from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
+from b2s_onnx.rewrites.conv_transpose_bias import ConvTransposeBias
+from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
+from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
+from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
+
+#: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
+CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
+    PReluSpelledOut(),
+    PReluAsLeakyRelu(),
+    SoftmaxInnerAxis(),
+    ConvTransposeBias(),
+)
+
+
+def apply_rewrites(
+    model: onnx.ModelProto, rewrites: Sequence[Rewrite] = CONVERTED_MODEL_REWRITES
+) -> RewriteReport:
+    """Applies ``rewrites`` to ``model``'s top-level graph in place, one pass each, in order;
+    returns what fired, what declined and why, and which tensors were absorbed."""
+    report = RewriteReport()
+    index = GraphIndex(model)
+    for rewrite in rewrites:
+        for node in list(index.graph.node):
+            if node.op_type not in rewrite.anchors or node.domain not in ("", "ai.onnx"):
+                continue
+            outcome = rewrite.attempt(index, node, report)
+            if isinstance(outcome, Fired):
+                report.fired.append(outcome)
+            elif isinstance(outcome, Declined):
+                report.declined.append(outcome)
+        index.commit()
+    return report
+
+
+__all__ = [
+    "CONVERTED_MODEL_REWRITES",
+    "Declined",
+    "Fired",
+    "Rewrite",
+    "RewriteReport",
+    "apply_rewrites",
+]

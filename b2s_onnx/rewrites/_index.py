@@ -1,0 +1,160 @@
+"""One look at a graph per pass: producers, consumers and constants by tensor name.
+
+Rewrites query this index instead of walking the graph again, and edit through it so the
+index stays true while they work: replacements go where the last matched node stood (its
+inputs are produced before, its outputs consumed after), removed nodes leave by identity.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from b2s_onnx.graph.types import TensorInfo, decode_tensor, infer_infos
+from b2s_onnx.graph.walk import taken_names
+from b2s_onnx.lowering._emit import NameAllocator
+
+
+class GraphIndex:
+    """The top-level graph of ``model``; subgraphs (If/Loop bodies) are left alone."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        self.graph = model.graph
+        self.names = NameAllocator(taken_names(model))
+        self.initializers = {t.name: t for t in self.graph.initializer}
+        self.graph_outputs = {o.name for o in self.graph.output}
+        self._constants: dict[str, np.ndarray | None] = {}
+        self._infos: dict[str, TensorInfo] | None = None
+        #: Initializers a rewrite stopped using; dropped at commit if nothing else reads them.
+        self.orphaned: set[str] = set()
+        self._pending: list[tuple[list[onnx.NodeProto], list[onnx.NodeProto]]] = []
+        self._claimed: set[int] = set()
+        self._reindex()
+
+    def _reindex(self) -> None:
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for node in self.graph.node:
+            for name in node.output:
+                if name:
+                    self.producer[name] = node
+            for name in node.input:
+                if name:
+                    self.consumers[name].append(node)
+        self._pending.clear()
+        self._claimed.clear()
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def info(self, name: str) -> TensorInfo:
+        """Element type and shape of ``name`` from shape inference, run once, on first use
+        (most rewrites never need it)."""
+        if self._infos is None:
+            self._infos = infer_infos(self.model)
+        return self._infos.get(name, TensorInfo())
+
+    def opset(self) -> int:
+        for entry in self.model.opset_import:
+            if entry.domain in ("", "ai.onnx"):
+                return entry.version
+        return 0
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value of an initializer or Constant node output (None when not constant)."""
+        if name not in self._constants:
+            value = None
+            if name in self.initializers:
+                value = decode_tensor(self.initializers[name])
+            else:
+                node = self.producer.get(name)
+                if (
+                    node is not None
+                    and node.op_type == "Constant"
+                    and node.domain in ("", "ai.onnx")
+                ):
+                    for attr in node.attribute:
+                        if attr.name == "value":
+                            value = numpy_helper.to_array(attr.t)
+            self._constants[name] = value
+        return self._constants[name]
+
+    def only_consumer(self, name: str) -> onnx.NodeProto | None:
+        """The single node reading ``name``, when it is not also a graph output."""
+        readers = self.consumers.get(name, [])
+        if len(readers) != 1 or name in self.graph_outputs:
+            return None
+        return readers[0]
+
+    def attribute(self, node: onnx.NodeProto, name: str, default=None):
+        for attr in node.attribute:
+            if attr.name == name:
+                return onnx.helper.get_attribute_value(attr)
+        return default
+
+    # -- edits -----------------------------------------------------------------------------
+
+    def add_initializer(self, hint: str, value: np.ndarray) -> str:
+        name = self.names.fresh(hint)
+        tensor = numpy_helper.from_array(value, name)
+        self.graph.initializer.append(tensor)
+        self.initializers[name] = tensor
+        return name
+
+    def is_free(self, nodes: list[onnx.NodeProto]) -> bool:
+        """No other rewrite of this pass has claimed any of ``nodes``."""
+        return not any(id(node) in self._claimed for node in nodes)
+
+    def claim(self, nodes: list[onnx.NodeProto]) -> None:
+        """Reserves ``nodes`` for one rewrite in this pass (check :meth:`is_free` first)."""
+        self._claimed.update(id(node) for node in nodes)
+
+    def replace(self, matched: list[onnx.NodeProto], replacements: list[onnx.NodeProto]) -> None:
+        """Schedules ``matched`` (claimed nodes) to give way to ``replacements``, which go
+        where the last of them stood; :meth:`commit` carries out a pass's replacements."""
+        self._pending.append((matched, replacements))
+
+    def commit(self) -> None:
+        """Rebuilds the node list once for all scheduled replacements and re-indexes."""
+        if not self._pending:
+            return
+        doomed: set[int] = set()
+        insert_after: dict[int, list[onnx.NodeProto]] = {}
+        positions = {id(node): i for i, node in enumerate(self.graph.node)}
+        for matched, replacements in self._pending:
+            doomed.update(id(node) for node in matched)
+            last = max(matched, key=lambda node: positions[id(node)])
+            insert_after[id(last)] = replacements
+            self.orphaned.update(
+                name for node in matched for name in node.input if name in self.initializers
+            )
+        rebuilt: list[onnx.NodeProto] = []
+        for node in self.graph.node:
+            if id(node) in doomed:
+                rebuilt.extend(insert_after.get(id(node), []))
+            else:
+                rebuilt.append(node)
+        copies = [onnx.NodeProto() for _ in rebuilt]
+        for copy, node in zip(copies, rebuilt, strict=True):
+            copy.CopyFrom(node)
+        del self.graph.node[:]
+        self.graph.node.extend(copies)
+        self._reindex()
+        self._drop_orphaned_initializers()
+
+    def _drop_orphaned_initializers(self) -> None:
+        dead = {
+            name
+            for name in self.orphaned
+            if not self.consumers.get(name) and name not in self.graph_outputs
+        }
+        self.orphaned.clear()
+        if not dead:
+            return
+        kept = [t for t in self.graph.initializer if t.name not in dead]
+        del self.graph.initializer[:]
+        self.graph.initializer.extend(kept)
+        self.initializers = {t.name: t for t in self.graph.initializer}
