@@ -223,7 +223,7 @@ def test_converted_ir_gets_the_fast_forms_and_still_matches_openvino(tmp_path):
     plain = b2s_onnx.convert_ir(xml, fuse=False)
     assert {"LeakyRelu", "ReduceMax"} <= set(_ops(fused))
     assert {"PRelu", "Softmax"} <= set(_ops(plain))
-    feeds = _inputs([1, 3, 6, 5])
+    feeds = {"data": _inputs([1, 3, 6, 5])["x"]}
     compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     expected = np.asarray(compiled(feeds)[compiled.outputs[0]])
     for model in (fused, plain):
