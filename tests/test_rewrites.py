@@ -229,3 +229,56 @@ def test_converted_ir_gets_the_fast_forms_and_still_matches_openvino(tmp_path):
     for model in (fused, plain):
         (actual,) = run_onnxruntime(model, feeds).values()
         np.testing.assert_allclose(actual, expected, atol=1e-6, rtol=1e-5)
+
+
+def test_constant_chains_fold_so_a_reshaped_slope_becomes_a_fast_form():
+    nodes = [
+        helper.make_node("Reshape", ["s", "shape"], ["s3"], name="r"),
+        helper.make_node("PRelu", ["x", "s3"], ["y"], name="p"),
+    ]
+    slope = np.asarray([0.1, 0.2, 0.3], np.float32)
+    model = _model(nodes, [("s", slope), ("shape", np.asarray([3, 1, 1], np.int64))])
+    before, after, report, rewritten = _rewrite(model)
+    assert [f.rewrite for f in report.fired] == ["fold-constants", "prelu-as-leaky-relu"]
+    assert _ops(rewritten) == ["Mul", "Max"]
+    assert {t.name for t in rewritten.graph.initializer} == {"p/slope"}
+    _same_bits(before, after)
+
+
+def test_folding_leaves_graph_outputs_and_run_time_values_alone():
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Reshape", ["x", "shape"], ["y"]),
+    ]
+    _, _, report, rewritten = _rewrite(_model(nodes))
+    assert _ops(rewritten) == ["Shape", "Reshape"]
+    assert not report.fired
+
+
+def _mish_float64(x: np.ndarray) -> np.ndarray:
+    wide = x.astype(np.float64)
+    return wide * np.tanh(np.logaddexp(0.0, wide))
+
+
+@pytest.mark.parametrize("spelled", [True, False], ids=["softplus-tanh-mul", "mish-op"])
+def test_mish_becomes_exponentials_at_least_as_close_to_the_function(spelled):
+    if spelled:
+        nodes = [
+            helper.make_node("Softplus", ["x"], ["sp"]),
+            helper.make_node("Tanh", ["sp"], ["t"]),
+            helper.make_node("Mul", ["t", "x"], ["y"], name="m"),
+        ]
+    else:
+        nodes = [helper.make_node("Mish", ["x"], ["y"], name="m")]
+    model = _model(nodes)
+    feeds = {"x": np.linspace(-120, 120, 2 * 3 * 5 * 4, dtype=np.float32).reshape(SHAPE)}
+    feeds["x"].reshape(-1)[:3] = [0.0, -0.0, 1e-30]
+    before = run_onnxruntime(model, feeds)["y"]
+    report = apply_rewrites(model)
+    assert [f.rewrite for f in report.fired] == ["mish-as-exponentials"]
+    assert "Softplus" not in _ops(model)
+    assert "Mish" not in _ops(model)
+    after = run_onnxruntime(model, feeds)["y"]
+    exact = _mish_float64(feeds["x"])
+    assert np.abs(after - exact).max() <= max(np.abs(before - exact).max(), 1e-6)
+    np.testing.assert_allclose(after, before, rtol=2e-6, atol=2e-6)

@@ -15,16 +15,20 @@ import onnx
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
 from b2s_onnx.rewrites.conv_transpose_bias import ConvTransposeBias
+from b2s_onnx.rewrites.fold_constants import FoldConstants
+from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
 CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
+    FoldConstants(),
     PReluSpelledOut(),
     PReluAsLeakyRelu(),
     SoftmaxInnerAxis(),
     ConvTransposeBias(),
+    MishAsExponentials(),
 )
 
 

@@ -82,6 +82,11 @@ class GraphIndex:
             self._constants[name] = value
         return self._constants[name]
 
+    def know_constant(self, name: str, value: np.ndarray) -> None:
+        """Records that ``name`` now holds ``value`` (a rewrite folded it), so later nodes of
+        the same pass see a constant."""
+        self._constants[name] = value
+
     def only_consumer(self, name: str) -> onnx.NodeProto | None:
         """The single node reading ``name``, when it is not also a graph output."""
         readers = self.consumers.get(name, [])
@@ -97,8 +102,9 @@ class GraphIndex:
 
     # -- edits -----------------------------------------------------------------------------
 
-    def add_initializer(self, hint: str, value: np.ndarray) -> str:
-        name = self.names.fresh(hint)
+    def add_initializer(self, hint: str, value: np.ndarray, *, exact_name: bool = False) -> str:
+        """Adds a constant under a fresh name from ``hint`` (or ``hint`` itself)."""
+        name = hint if exact_name else self.names.fresh(hint)
         tensor = numpy_helper.from_array(value, name)
         self.graph.initializer.append(tensor)
         self.initializers[name] = tensor

@@ -1,0 +1,77 @@
+"""Mish, ``x * tanh(softplus(x))`` (the op or its spelled-out form) -> exponentials only.
+
+onnxruntime's Softplus is not vectorised: on a [1,64,56,56] tensor the three-op form takes
+4.3 ms, the Mish op the same, while ``x * n / (n + 2)`` with ``n = e * (e + 2)``,
+``e = exp(min(x, 20))`` takes 0.64 ms. It is the same function (``tanh(log(1 + e))``
+simplifies to ``n / (n + 2)``), and closer to it: against a float64 reference its largest
+error is 6.9e-7 where the three-op form's is 2.3e-6. The clamp at 20 keeps ``n`` finite;
+beyond it both forms give ``x`` in float32.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
+
+
+def _producer(index: GraphIndex, name: str, op_type: str) -> onnx.NodeProto | None:
+    node = index.producer.get(name)
+    if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx"):
+        return None
+    return node
+
+
+class MishAsExponentials:
+    name = "mish-as-exponentials"
+    anchors = ("Mish", "Mul")
+
+    def _match(
+        self, index: GraphIndex, node: onnx.NodeProto
+    ) -> tuple[str, list[onnx.NodeProto], list[str]] | None:
+        if node.op_type == "Mish":
+            return node.input[0], [node], []
+        for data, gate in (node.input, node.input[::-1]):
+            tanh = _producer(index, gate, "Tanh")
+            softplus = None if tanh is None else _producer(index, tanh.input[0], "Softplus")
+            if softplus is not None and softplus.input[0] == data:
+                return data, [softplus, tanh, node], [softplus.output[0], tanh.output[0]]
+        return None
+
+    def attempt(
+        self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
+    ) -> Fired | Declined | None:
+        found = self._match(index, node)
+        if found is None:
+            return None
+        data, matched, inner = found
+        if any(index.only_consumer(t) is None for t in inner):
+            return Declined(self.name, node.name, "a part of the pattern is read elsewhere")
+        if index.info(data).elem_type not in (0, onnx.TensorProto.FLOAT):
+            return Declined(self.name, node.name, "only float32 is rewritten")
+        if not index.is_free(matched):
+            return None
+        index.claim(matched)
+        limit = index.add_initializer(f"{node.name}/limit", np.asarray(20.0, np.float32))
+        two = index.add_initializer(f"{node.name}/two", np.asarray(2.0, np.float32))
+        fresh = index.names.fresh
+        clamped, exp, exp2, num, den, ratio = (
+            fresh(f"{node.name}/{part}")
+            for part in ("clamped", "exp", "exp_plus_2", "num", "den", "ratio")
+        )
+        nodes = [
+            helper.make_node("Min", [data, limit], [clamped], name=clamped),
+            helper.make_node("Exp", [clamped], [exp], name=exp),
+            helper.make_node("Add", [exp, two], [exp2], name=exp2),
+            helper.make_node("Mul", [exp, exp2], [num], name=num),
+            helper.make_node("Add", [num, two], [den], name=den),
+            helper.make_node("Div", [num, den], [ratio], name=ratio),
+            helper.make_node("Mul", [data, ratio], [node.output[0]], name=node.name),
+        ]
+        index.replace(matched, nodes)
+        for tensor in inner:
+            report.absorbed[tensor] = node.output[0]
+        return Fired(self.name, node.name, "x * n / (n + 2)")

@@ -1,0 +1,223 @@
+"""Converted models in onnxruntime against OpenVINO running the IR: are users paying for
+converting? Also the profiler view that shows the next slow pattern.
+
+For every model (the shared IR corpus, plus generated models covering the patterns the
+rewrites in ``b2s_onnx.rewrites`` target), in one process, interleaved round by round:
+- fused:    ``b2s_onnx.convert_ir`` (the default, with rewrites) in onnxruntime;
+- unfused:  ``convert_ir(fuse=False)`` in onnxruntime;
+- openvino: the IR on OpenVINO's CPU plugin, f32 inference precision, same threads.
+Ratios only (this machine is shared and noisy); the CPU's ISA flags are printed with them.
+
+    python -m benchmarks.models                    # all models, 1 and 2 threads
+    python -m benchmarks.models --profile          # also onnxruntime's top ops per model
+    python -m benchmarks.models --only palm --threads 1 --repeats 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+import b2s_onnx
+from benchmarks._machine import interleaved_medians, isa_flags
+
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "ir-corpus"
+
+
+def _session(model, threads: int, profile: bool = False) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    options.enable_profiling = profile
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def _conv_stack(ops, data, act: Callable, channels: int, layers: int = 4):
+    rng = np.random.default_rng(0)
+    x = data
+    for _ in range(layers):
+        weights = (
+            rng.standard_normal([channels, x.get_output_partial_shape(0)[1].get_length(), 3, 3])
+            * 0.05
+        )
+        x = ops.convolution(
+            x, ops.constant(weights.astype(np.float32)), [1, 1], [1, 1], [1, 1], [1, 1]
+        )
+        x = ops.add(
+            x, ops.constant((rng.standard_normal([1, channels, 1, 1]) * 0.1).astype(np.float32))
+        )
+        x = act(ops, x, channels)
+    return x
+
+
+def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
+    """IRs that isolate one pattern each, written with OpenVINO's own API."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    rng = np.random.default_rng(1)
+    slopes = rng.uniform(0.05, 0.3, 64).astype(np.float32)
+
+    def spelled(o, x, c):
+        negative = o.relu(o.negative(x))
+        return o.add(o.relu(x), o.multiply(o.constant(-slopes[:c].reshape(1, c, 1, 1)), negative))
+
+    activations = {
+        "prelu-scalar": lambda o, x, c: o.prelu(x, o.constant(np.asarray([0.1], np.float32))),
+        "prelu-channel": lambda o, x, c: o.prelu(x, o.constant(slopes[:c])),
+        "prelu-spelled": spelled,
+        "hswish": lambda o, x, c: o.hswish(x),
+        "swish": lambda o, x, c: o.swish(x),
+        "mish": lambda o, x, c: o.mish(x),
+        "gelu": lambda o, x, c: o.gelu(x, "erf"),
+    }
+    models = {}
+    for name, act in activations.items():
+        data = ops.parameter([1, 32, 56, 56], np.float32, name="data")
+        models[name] = (ov.Model([_conv_stack(ops, data, act, 64)], [data]), [1, 32, 56, 56])
+    data = ops.parameter([1, 16, 256, 256], np.float32, name="data")
+    head = ops.convolution(
+        data,
+        ops.constant(rng.standard_normal([4, 16, 1, 1]).astype(np.float32) * 0.1),
+        [1, 1],
+        [0, 0],
+        [0, 0],
+        [1, 1],
+    )
+    models["softmax-channel"] = (ov.Model([ops.softmax(head, 1)], [data]), [1, 16, 256, 256])
+    data = ops.parameter([1, 36, 180, 320], np.float32, name="data")
+    up = ops.convolution_backprop_data(
+        data, ops.constant(rng.standard_normal([36, 4, 3, 3]).astype(np.float32) * 0.1), [3, 3]
+    )
+    up = ops.add(up, ops.constant(np.asarray([0.1, 0.2, 0.3, 0.4], np.float32).reshape(1, 4, 1, 1)))
+    models["deconv-bias"] = (ov.Model([ops.relu(up)], [data]), [1, 36, 180, 320])
+
+    found = {}
+    for name, (model, shape) in models.items():
+        xml = folder / f"{name}.xml"
+        ov.save_model(model, xml, compress_to_fp16=False)
+        found[name] = (xml, {"data": rng.standard_normal(shape).astype(np.float32)})
+    return found
+
+
+def _corpus() -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
+    found = {}
+    manifest = CORPUS / "MANIFEST.json"
+    if not manifest.is_file():
+        return found
+    for entry in json.loads(manifest.read_text()):
+        rng = np.random.default_rng(0)
+        feeds = {
+            i["name"]: rng.integers(0, 256, i["shape_used"]).astype(np.float32)
+            for i in entry["inputs"]
+        }
+        found[entry["name"]] = (CORPUS / entry["name"] / "model.xml", feeds)
+    return found
+
+
+def _top_ops(model, feeds, threads: int, rounds: int = 5, count: int = 6) -> str:
+    session = _session(model, threads, profile=True)
+    for _ in range(rounds):
+        session.run(None, feeds)
+    trace = Path(session.end_profiling())
+    events = json.loads(trace.read_text())
+    trace.unlink()
+    totals: collections.Counter = collections.Counter()
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            totals[event["args"]["op_name"]] += event["dur"]
+    whole = sum(totals.values()) or 1
+    return ", ".join(f"{op} {100 * t / whole:.0f}%" for op, t in totals.most_common(count))
+
+
+def measure(name: str, xml: Path, feeds, threads: int, repeats: int, profile: bool) -> dict:
+    import openvino as ov
+
+    fused = b2s_onnx.convert_ir(xml)
+    unfused = b2s_onnx.convert_ir(xml, fuse=False)
+    core = ov.Core()
+    compiled = core.compile_model(
+        core.read_model(xml),
+        "CPU",
+        {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1},
+    )
+    request = compiled.create_infer_request()
+    sessions = {"fused": _session(fused, threads), "unfused": _session(unfused, threads)}
+    times = interleaved_medians(
+        {
+            "fused": lambda: sessions["fused"].run(None, feeds),
+            "unfused": lambda: sessions["unfused"].run(None, feeds),
+            "openvino": lambda: request.infer(feeds),
+        },
+        repeats,
+    )
+    row = {"model": name, "threads": threads, **{f"{k}_ms": v * 1e3 for k, v in times.items()}}
+    row["fused/openvino"] = times["fused"] / times["openvino"]
+    row["unfused/openvino"] = times["unfused"] / times["openvino"]
+    if profile:
+        row["top_ops"] = _top_ops(fused, feeds, threads)
+    return row
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--only", nargs="*", default=None, help="substrings of model names")
+    parser.add_argument("--profile", action="store_true", help="print onnxruntime's top ops")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    print(f"CPU: {isa_flags()}")
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        models = {**_corpus(), **_generated(Path(folder))}
+        for name, (xml, feeds) in models.items():
+            if args.only and not any(part in name for part in args.only):
+                continue
+            for threads in args.threads:
+                try:
+                    row = measure(name, xml, feeds, threads, args.repeats, args.profile)
+                except Exception as exc:  # a model we cannot convert yet is a row, not a crash
+                    print(f"{name:46s} {threads}t  skipped: {str(exc)[:90]}")
+                    continue
+                rows.append(row)
+                print(
+                    f"{name:46s} {threads}t  fused {row['fused_ms']:8.2f} ms  "
+                    f"unfused {row['unfused_ms']:8.2f} ms  openvino {row['openvino_ms']:8.2f} ms  "
+                    f"fused/ov {row['fused/openvino']:5.2f}  "
+                    f"unfused/ov {row['unfused/openvino']:5.2f}",
+                    flush=True,
+                )
+                if "top_ops" in row:
+                    print(f"{'':46s}     onnxruntime top ops: {row['top_ops']}")
+    corpus = set(_corpus())
+    for threads in args.threads:
+        ratios = [
+            r["fused/openvino"] for r in rows if r["threads"] == threads and r["model"] in corpus
+        ]
+        print(
+            f"corpus geomean fused/openvino at {threads} thread(s): {_geomean(ratios):.2f} "
+            f"over {len(ratios)} models"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"cpu": isa_flags(), "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
