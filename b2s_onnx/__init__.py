@@ -26,6 +26,7 @@ def lower(
     native_depth_to_space: bool | None = None,
     strategy: str = "auto",
     threads: int | None = None,
+    fuse: bool = True,
 ) -> onnx.ModelProto:
     """Returns a copy of ``model`` with every BatchToSpace/SpaceToBatch/DepthToSpace/
     SpaceToDepth node of ``domains`` replaced by standard ONNX ops.
@@ -34,10 +35,15 @@ def lower(
     raised to 13 if older. ``strategy`` ("auto", "direct", "staged") and
     ``native_depth_to_space`` (None: the planner decides) choose how permutations run, for
     sessions with ``threads`` intra-op threads (None: several); every choice computes the
-    same bits. Raises :class:`B2SError` for invalid input.
+    same bits. ``fuse=False`` turns off the rewrites around the lowering (atrous
+    convolutions fused into one dilated Conv, Transpose pairs merged; see
+    :mod:`b2s_onnx.rewrites`). Raises :class:`B2SError` for invalid input.
     """
     options = LoweringOptions(
-        native_depth_to_space=native_depth_to_space, strategy=strategy, threads=threads
+        native_depth_to_space=native_depth_to_space,
+        strategy=strategy,
+        threads=threads,
+        fuse=fuse,
     )
     return lower_model(model, opset=opset, domains=domains, options=options).model
 

@@ -19,6 +19,12 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
 
 debug_option = click.option("--debug", is_flag=True, help="Show the Python traceback of an error.")
+no_fuse_option = click.option(
+    "--no-fuse",
+    is_flag=True,
+    help="Skip the graph rewrites (atrous-convolution fusion, Transpose cleanup, onnxruntime's "
+    "fast forms): lower and convert node by node.",
+)
 
 
 def handle_errors(command: Callable[..., int]) -> Callable[..., None]:

@@ -53,6 +53,16 @@ class Reporter:
             yield lambda step=1: bar.advance(task, step)
 
 
+def print_rewrites(report: Reporter, rewrites) -> None:
+    """One line per rewrite that fired (how often); with -v, each node and each decline."""
+    for rewrite, count in rewrites.counts().items():
+        report.print(f"  rewrote {count} x {rewrite}")
+    for fired in rewrites.fired:
+        report.detail(f"  {fired.rewrite} '{fired.node}': {fired.detail}")
+    for declined in rewrites.declined:
+        report.detail(f"  {declined.rewrite} declined '{declined.node}': {declined.reason}")
+
+
 def op_counts(model: onnx.ModelProto) -> Counter:
     return Counter(
         f"{n.domain}::{n.op_type}" if n.domain not in ("", "ai.onnx") else n.op_type

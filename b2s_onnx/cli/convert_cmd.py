@@ -13,6 +13,7 @@ from b2s_onnx.cli._common import (
     EXIT_OK,
     debug_option,
     handle_errors,
+    no_fuse_option,
     parse_named_values,
     tolerance_options,
 )
@@ -21,6 +22,7 @@ from b2s_onnx.cli._output import (
     Reporter,
     before_after_table,
     op_counts,
+    print_rewrites,
     quiet_option,
     verbose_option,
 )
@@ -62,11 +64,7 @@ from b2s_onnx.lowering import LoweringOptions
     is_flag=True,
     help="Compare with OpenVINO (if installed) on random inputs; exit 1 on mismatch.",
 )
-@click.option(
-    "--no-fuse",
-    is_flag=True,
-    help="Keep the converted graph as is: skip the rewrites into onnxruntime's fastest forms.",
-)
+@no_fuse_option
 @tolerance_options
 @output_options
 @quiet_option
@@ -136,12 +134,7 @@ def convert_command(
         report.print(f"external data: {written[0]}")
     for node in result.lowered:
         report.detail(f"  lowered {node.op_type} '{node.name}': {' -> '.join(node.replacement)}")
-    for rewrite, count in result.rewrites.counts().items():
-        report.print(f"  rewrote {count} x {rewrite}")
-    for fired in result.rewrites.fired:
-        report.detail(f"  {fired.rewrite} '{fired.node}': {fired.detail}")
-    for declined in result.rewrites.declined:
-        report.detail(f"  {declined.rewrite} declined '{declined.node}': {declined.reason}")
+    print_rewrites(report, result.rewrites)
     for kept in result.kept_unsupported:
         report.print(f"  kept unsupported {kept}")
     if run_check:

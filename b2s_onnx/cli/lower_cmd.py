@@ -12,6 +12,7 @@ from b2s_onnx.cli._common import (
     EXIT_OK,
     debug_option,
     handle_errors,
+    no_fuse_option,
     parse_named_values,
     refuse_overwriting_input,
     tolerance_options,
@@ -21,6 +22,7 @@ from b2s_onnx.cli._output import (
     Reporter,
     before_after_table,
     op_counts,
+    print_rewrites,
     quiet_option,
     verbose_option,
 )
@@ -61,6 +63,7 @@ from b2s_onnx.parity import check
     is_flag=True,
     help="Then compare the lowered model with the original (exit 1 on mismatch).",
 )
+@no_fuse_option
 @tolerance_options
 @output_options
 @click.option("--inplace", is_flag=True, help="Allow OUTPUT to be the input file.")
@@ -74,6 +77,7 @@ def lower_command(
     opset: int | None,
     domains: tuple[str, ...],
     run_check: bool,
+    no_fuse: bool,
     atol: tuple[str, ...],
     rtol: tuple[str, ...],
     save_external_data: bool,
@@ -99,7 +103,7 @@ def lower_command(
         original,
         opset=opset,
         domains=all_domains,
-        options=LoweringOptions(threads=threads),
+        options=LoweringOptions(threads=threads, fuse=not no_fuse),
         in_place=True,
     )
     after, after_bytes = op_counts(result.model), estimated_size(result.model)
@@ -134,6 +138,7 @@ def lower_command(
     )
     if len(written) > 1:
         report.print(f"external data: {written[0]}")
+    print_rewrites(report, result.rewrites)
     if run_check:
         if not quiet or not outcome.passed:
             print_result(outcome)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -261,8 +261,13 @@ def convert_ir_model(
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
     _check_shapes(model, ctx, order)
     lowered = lower_model(
-        model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
+        model,
+        opset=opset,
+        domains=(DEFAULT_DOMAIN, *domains),
+        options=replace(options or LoweringOptions(), fuse=fuse),
     )
-    rewrites = apply_rewrites(lowered.model) if fuse else RewriteReport()
+    rewrites = lowered.rewrites
+    if fuse:
+        rewrites.extend(apply_rewrites(lowered.model))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     return ConversionResult(lowered.model, lowered.lowered, kept, model, rewrites)

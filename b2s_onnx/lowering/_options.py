@@ -16,3 +16,6 @@ class LoweringOptions:
     #: Intra-op threads the lowered model will run with (None: several, onnxruntime's
     #: default). Only the planner's choice depends on it, never the result.
     threads: int | None = None
+    #: Run the graph rewrites around the lowering (atrous-convolution fusion before it,
+    #: Transpose cleanup after it; see ``b2s_onnx.rewrites``). Off: lower node by node.
+    fuse: bool = True

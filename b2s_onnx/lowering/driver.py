@@ -49,6 +49,8 @@ class LoweredNode:
 class LoweringResult:
     model: onnx.ModelProto
     lowered: list[LoweredNode] = field(default_factory=list)
+    #: What the rewrites around the lowering did (a ``b2s_onnx.rewrites.RewriteReport``).
+    rewrites: object = None
 
 
 class _Lowering:
@@ -276,9 +278,25 @@ def lower_model(
     # output stays sorted.
     sort_topologically(work.graph)
     work = resolve_opset(work, opset)
-    lowering = _Lowering(work, domains, options or LoweringOptions())
+    options = options or LoweringOptions()
+    # Imported here: the rewrites build on the lowering's emitter, so the packages would
+    # otherwise import each other.
+    from b2s_onnx.rewrites import (
+        AFTER_LOWERING_REWRITES,
+        RewriteReport,
+        apply_rewrites,
+        lowering_rewrites,
+    )
+
+    domains = tuple(domains)
+    rewrites = RewriteReport()
+    if options.fuse:
+        rewrites = apply_rewrites(work, lowering_rewrites(domains))
+    lowering = _Lowering(work, domains, options)
     lowering.run()
     _drop_dead_constants(work, lowering.folded_constants)
     _drop_unused_domains(work, lowering.domains)
+    if options.fuse:
+        rewrites.extend(apply_rewrites(work, AFTER_LOWERING_REWRITES))
     work.ir_version = choose_ir_version(work)
-    return LoweringResult(work, lowering.lowered)
+    return LoweringResult(work, lowering.lowered, rewrites)

@@ -14,12 +14,14 @@ import onnx
 
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
+from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.conv_transpose_bias import ConvTransposeBias
 from b2s_onnx.rewrites.fold_constants import FoldConstants
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
+from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
 
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
 CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
@@ -32,6 +34,15 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
 )
 
 
+def lowering_rewrites(domains: Sequence[str]) -> tuple[Rewrite, ...]:
+    """Rewrites that run on a graph's custom-domain data-movement nodes before lowering."""
+    return (AtrousConvolution(tuple(domains)),)
+
+
+#: Rewrites of the lowered graph's standard ops.
+AFTER_LOWERING_REWRITES: tuple[Rewrite, ...] = (TransposeCleanup(),)
+
+
 def apply_rewrites(
     model: onnx.ModelProto, rewrites: Sequence[Rewrite] = CONVERTED_MODEL_REWRITES
 ) -> RewriteReport:
@@ -40,8 +51,9 @@ def apply_rewrites(
     report = RewriteReport()
     index = GraphIndex(model)
     for rewrite in rewrites:
+        anchor_domains = getattr(rewrite, "domains", ("", "ai.onnx"))
         for node in list(index.graph.node):
-            if node.op_type not in rewrite.anchors or node.domain not in ("", "ai.onnx"):
+            if node.op_type not in rewrite.anchors or node.domain not in anchor_domains:
                 continue
             outcome = rewrite.attempt(index, node, report)
             if isinstance(outcome, Fired):
@@ -53,10 +65,12 @@ def apply_rewrites(
 
 
 __all__ = [
+    "AFTER_LOWERING_REWRITES",
     "CONVERTED_MODEL_REWRITES",
     "Declined",
     "Fired",
     "Rewrite",
     "RewriteReport",
     "apply_rewrites",
+    "lowering_rewrites",
 ]

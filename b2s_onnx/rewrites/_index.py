@@ -14,7 +14,7 @@ import onnx
 from onnx import numpy_helper
 
 from b2s_onnx.graph.types import TensorInfo, decode_tensor, infer_infos
-from b2s_onnx.graph.walk import taken_names
+from b2s_onnx.graph.walk import outer_reads, taken_names
 from b2s_onnx.lowering._emit import NameAllocator
 
 
@@ -32,6 +32,8 @@ class GraphIndex:
         #: Initializers a rewrite stopped using; dropped at commit if nothing else reads them.
         self.orphaned: set[str] = set()
         self._pending: list[tuple[list[onnx.NodeProto], list[onnx.NodeProto]]] = []
+        self._renames: dict[str, str] = {}
+        self._outer_reads: set[str] | None = None
         self._claimed: set[int] = set()
         self._reindex()
 
@@ -123,9 +125,30 @@ class GraphIndex:
         where the last of them stood; :meth:`commit` carries out a pass's replacements."""
         self._pending.append((matched, replacements))
 
+    def can_rename(self, name: str) -> bool:
+        """Whether readers of ``name`` can be pointed elsewhere: it is no graph output and
+        no subgraph reads it from the outer scope."""
+        if name in self.graph_outputs:
+            return False
+        if self._outer_reads is None:
+            self._outer_reads = set().union(*(outer_reads(n) for n in self.graph.node))
+        return name not in self._outer_reads
+
+    def rename_later(self, old: str, new: str) -> None:
+        """At commit, every reader of ``old`` reads ``new`` (check :meth:`can_rename`)."""
+        self._renames[old] = new
+
+    def forget_shapes(self, names: list[str]) -> None:
+        """Drops recorded shapes of tensors whose values a rewrite changed."""
+        doomed = set(names)
+        kept = [v for v in self.graph.value_info if v.name not in doomed]
+        if len(kept) != len(self.graph.value_info):
+            del self.graph.value_info[:]
+            self.graph.value_info.extend(kept)
+
     def commit(self) -> None:
         """Rebuilds the node list once for all scheduled replacements and re-indexes."""
-        if not self._pending:
+        if not self._pending and not self._renames:
             return
         doomed: set[int] = set()
         insert_after: dict[int, list[onnx.NodeProto]] = {}
@@ -146,6 +169,11 @@ class GraphIndex:
         copies = [onnx.NodeProto() for _ in rebuilt]
         for copy, node in zip(copies, rebuilt, strict=True):
             copy.CopyFrom(node)
+            for position, name in enumerate(copy.input):
+                while name in self._renames:
+                    name = self._renames[name]
+                copy.input[position] = name
+        self._renames.clear()
         del self.graph.node[:]
         self.graph.node.extend(copies)
         self._reindex()

@@ -39,6 +39,11 @@ class RewriteReport:
     declined: list[Declined] = field(default_factory=list)
     absorbed: dict[str, str] = field(default_factory=dict)
 
+    def extend(self, other: RewriteReport) -> None:
+        self.fired.extend(other.fired)
+        self.declined.extend(other.declined)
+        self.absorbed.update(other.absorbed)
+
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for fired in self.fired:
