@@ -268,3 +268,107 @@ def test_converted_tensorflow_style_atrous_ir_fuses_and_matches_openvino(tmp_pat
     expected = np.asarray(compiled(feeds)[compiled.outputs[0]])
     (actual,) = run_onnxruntime(converted, feeds).values()
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def dynamic_atrous_model(rate: int = 2, channels: int = 3, trap_above: int | None = None):
+    """TensorFlow's dynamic-shape atrous convolution: ``required_space_to_batch_paddings``
+    computes the pads and crops from ``tf.shape`` at run time. With ``trap_above``, sizes
+    above it get one more row of padding than of cropping: a graph no sample reveals."""
+    kernel, base = 3, rate
+    ints = lambda name, v: numpy_helper.from_array(np.asarray(v, np.int64), name)  # noqa: E731
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node("Slice", ["shape", "two", "four"], ["hw"]),
+        helper.make_node("Add", ["hw", "base_total"], ["full"]),
+        helper.make_node("Mod", ["full", "rate"], ["rem"]),
+        helper.make_node("Sub", ["rate", "rem"], ["gap"]),
+        helper.make_node("Mod", ["gap", "rate"], ["extra"]),
+        helper.make_node("Add", ["extra", "base_end"], ["end_hw"]),
+        helper.make_node("Concat", ["zeros2", "end_hw"], ["pads_end"], axis=0),
+        helper.make_node("Concat", ["zeros2", "extra"], ["crops_end"], axis=0),
+    ]
+    initializers = [
+        ints("two", [2]),
+        ints("four", [4]),
+        ints("base_total", [2 * base, 2 * base]),
+        ints("rate", [rate, rate]),
+        ints("base_end", [base, base]),
+        ints("zeros2", [0, 0]),
+        ints("block", [1, 1, rate, rate]),
+        ints("pads_begin", [0, 0, base, base]),
+        ints("crops_begin", [0, 0, 0, 0]),
+        numpy_helper.from_array(
+            np.random.default_rng(9)
+            .standard_normal([channels, 1, kernel, kernel])
+            .astype(np.float32),
+            "w",
+        ),
+    ]
+    if trap_above is not None:
+        nodes[6:7] = [
+            helper.make_node("Greater", ["hw", "limit"], ["big"]),
+            helper.make_node("Cast", ["big"], ["big_int"], to=TensorProto.INT64),
+            helper.make_node("Add", ["extra", "base_end"], ["end_plain"]),
+            helper.make_node("Add", ["end_plain", "big_int"], ["end_hw"]),
+        ]
+        initializers.append(ints("limit", [trap_above, trap_above]))
+    nodes += [
+        helper.make_node(
+            "SpaceToBatch",
+            ["x", "block", "pads_begin", "pads_end"],
+            ["s2b"],
+            domain=DEFAULT_DOMAIN,
+            name="s2b",
+        ),
+        helper.make_node("Conv", ["s2b", "w"], ["conv"], name="conv", group=channels),
+        helper.make_node(
+            "BatchToSpace",
+            ["conv", "block", "crops_begin", "crops_end"],
+            ["y"],
+            domain=DEFAULT_DOMAIN,
+            name="b2s",
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dynamic_atrous",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, "H", "W"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, None, None])],
+        initializers,
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid(DEFAULT_DOMAIN, 1)]
+    )
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return model
+
+
+@pytest.mark.parametrize("rate", [2, 3])
+def test_run_time_pads_of_tensorflow_atrous_fuse_with_a_guard(rate):
+    model = dynamic_atrous_model(rate)
+    fused = lower_model(model)
+    literal = lower_model(model, options=LoweringOptions(fuse=False))
+    assert _fired(fused) == ["atrous-convolution"]
+    assert "guarded at run time" in fused.rewrites.fired[0].detail
+    ops = [n.op_type for n in fused.model.graph.node]
+    assert ops.count("Conv") == 1
+    assert "Transpose" not in ops
+    onnx.checker.check_model(fused.model, full_check=True)
+    rng = np.random.default_rng(2)
+    for height, width in [(9, 9), (10, 7), (16, 17), (1, 33)]:
+        feeds = {"x": rng.standard_normal([1, 3, height, width]).astype(np.float32)}
+        ours = run_onnxruntime(fused.model, feeds)["y"]
+        expected = run_onnxruntime(literal.model, feeds)["y"]
+        np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_a_run_time_relation_no_sample_reveals_is_caught_by_the_guard():
+    from tests.helpers import ORT_ERRORS
+
+    model = dynamic_atrous_model(trap_above=500)
+    fused = lower_model(model)
+    assert _fired(fused) == ["atrous-convolution"]
+    small = {"x": np.zeros([1, 3, 12, 12], np.float32)}
+    run_onnxruntime(fused.model, small)
+    with pytest.raises(ORT_ERRORS, match="pad and crop as one dilated convolution"):
+        run_onnxruntime(fused.model, {"x": np.zeros([1, 3, 501, 12], np.float32)})

@@ -21,8 +21,10 @@ from __future__ import annotations
 import onnx
 from onnx import helper
 
+from b2s_onnx.lowering._emit import Emitter
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
+from b2s_onnx.rewrites._shape_cone import ShapeCone
 
 #: Element-wise ops with one data input that commute with batch <-> space data movement.
 _UNARY = frozenset(
@@ -62,6 +64,87 @@ def _custom(index: GraphIndex, name: str, op_type: str, domains) -> onnx.NodePro
 def _ints(index: GraphIndex, name: str) -> list[int] | None:
     value = index.constant(name)
     return None if value is None else [int(v) for v in value.reshape(-1)]
+
+
+#: How many shape samples a run-time paddings computation is evaluated on.
+SAMPLES = 24
+
+
+def _pads_and_crops(
+    index: GraphIndex, space_to_batch: onnx.NodeProto, batch_to_space: onnx.NodeProto, rate: int
+):
+    """(pads_begin, pads_end, crops_begin, crops_end, guard) as integer lists, or a reason.
+
+    Constant inputs are read; run-time ones (TensorFlow's ``required_space_to_batch_paddings``)
+    are evaluated for sample shapes. Only ``pads_begin``, ``crops_begin`` and
+    ``pads_end - crops_end`` enter the fused Conv, so those must not vary with the shapes;
+    ``guard`` is then (the run-time tensors, the values they must give), else None.
+    """
+    names = [*space_to_batch.input[2:4], *batch_to_space.input[2:4]]
+    static = [_ints(index, name) for name in names]
+    runtime = [name for name, value in zip(names, static, strict=True) if value is None]
+    if not runtime:
+        return (*static, None)
+    cone = ShapeCone(index, runtime)
+    if cone.reason:
+        return f"pads or crops are computed at run time, and {cone.reason}"
+    try:
+        samples = cone.samples(SAMPLES, rate)
+    except Exception as exc:  # the graph may be invalid; lowering will say so
+        return f"pads or crops are computed at run time, and could not be evaluated ({exc})"
+    seen = set()
+    for sample in samples:
+        pb, pe, cb, ce = (
+            static[i] if static[i] is not None else [int(v) for v in sample[names[i]]]
+            for i in range(4)
+        )
+        if not len(pb) == len(pe) == len(cb) == len(ce):
+            return "pads and crops have different lengths"
+        seen.add((tuple(pb), tuple(cb), tuple(p - c for p, c in zip(pe, ce, strict=True))))
+    if len(seen) != 1:
+        return "the run-time pads and crops do not reduce to one dilated convolution"
+    ((begin, crop, delta),) = seen
+    # The fused Conv sees only pads_end - crops_end: carry it as pads_end with no crop.
+    return list(begin), list(delta), list(crop), [0] * len(delta), (names, begin, delta, crop)
+
+
+def _guarded(
+    index: GraphIndex,
+    data: str,
+    guard,
+    space_to_batch: onnx.NodeProto,
+    batch_to_space: onnx.NodeProto,
+    out: list[onnx.NodeProto],
+) -> str:
+    """``data`` passed through a run-time check that the pads and crops are what the fused
+    Conv assumes; inference fails with the rule as the node's name otherwise."""
+    (pads_begin, pads_end, crops_begin, crops_end), begin, delta, crop = guard
+    emit = Emitter(index.names, f"{batch_to_space.name}/atrous")
+
+    def as_int64(name: str) -> str:
+        return emit.node("Cast", [name], "as_int64", to=onnx.TensorProto.INT64)
+
+    actual = emit.node(
+        "Concat",
+        [
+            as_int64(pads_begin),
+            emit.node("Sub", [as_int64(pads_end), as_int64(crops_end)], "pads_minus_crops"),
+            as_int64(crops_begin),
+        ],
+        "actual",
+        axis=0,
+    )
+    expected = emit.const("expected", [*begin, *delta, *crop])
+    violated = emit.node("Not", [emit.node("Equal", [actual, expected], "equal")], "differs")
+    emit.check(
+        f"SpaceToBatch '{space_to_batch.name}' and BatchToSpace '{batch_to_space.name}' "
+        "pad and crop as one dilated convolution",
+        violated,
+    )
+    guarded = emit.gate_data(data)
+    index.graph.initializer.extend(emit.initializers)
+    out.extend(emit.nodes)
+    return guarded
 
 
 class AtrousConvolution:
@@ -109,13 +192,13 @@ class AtrousConvolution:
                 return decline(f"'{produced.name}' has other readers")
 
         blocks = _ints(index, space_to_batch.input[1])
-        pads_begin = _ints(index, space_to_batch.input[2])
-        pads_end = _ints(index, space_to_batch.input[3])
-        blocks_out = _ints(index, node.input[1])
-        crops_begin = _ints(index, node.input[2])
-        crops_end = _ints(index, node.input[3])
-        if None in (blocks, pads_begin, pads_end, blocks_out, crops_begin, crops_end):
-            return decline("block shape, pads or crops are computed at run time")
+        if blocks is None or _ints(index, node.input[1]) != blocks:
+            return decline("the block shapes are computed at run time or differ")
+        found = _pads_and_crops(index, space_to_batch, node, max(blocks))
+        if isinstance(found, str):
+            return decline(found)
+        pads_begin, pads_end, crops_begin, crops_end, guard = found
+        blocks_out = blocks
         rank = len(blocks)
         weights = index.constant(conv.input[1])
         spatial = (weights.ndim if weights is not None else rank) - 2
@@ -173,6 +256,8 @@ class AtrousConvolution:
         index.claim([*chain, node])
         replacements = []
         first_input = space_to_batch.input[0]
+        if guard is not None:
+            first_input = _guarded(index, first_input, guard, space_to_batch, node, replacements)
         for transpose in reversed(before):
             copy = onnx.NodeProto()
             copy.CopyFrom(transpose)
@@ -204,7 +289,8 @@ class AtrousConvolution:
         for tensor in changed:
             report.absorbed[tensor] = node.output[0]
         rates = "x".join(str(d) for d in fused_dilations)
-        return Fired(self.name, node.name, f"'{conv.name}' dilated {rates}")
+        guarded = ", pads and crops guarded at run time" if guard is not None else ""
+        return Fired(self.name, node.name, f"'{conv.name}' dilated {rates}{guarded}")
 
     @staticmethod
     def _per_channel(
