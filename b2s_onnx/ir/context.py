@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.quantization import DequantizedConstants
 from b2s_onnx.ir.reader import IRModel, Layer
 from b2s_onnx.ir.weights import element_type, onnx_type
 from b2s_onnx.lowering._emit import NameAllocator
@@ -47,6 +48,13 @@ class ConversionContext:
         self.types: dict[str, int] = {}
         self.shapes: dict[str, tuple[int | None, ...] | None] = {}
         self._layer: Layer | None = None
+        #: How FakeQuantize is written: "qdq" (Quantize/DequantizeLinear where exact) or
+        #: "float" (its arithmetic).
+        self.int8 = "qdq"
+        #: Integer provenance of folded weight constants (see ``b2s_onnx.ir.quantization``).
+        self.dequantized = DequantizedConstants()
+        #: Remarks for the conversion report (what was kept in another form, and why).
+        self.notes: list[str] = []
 
     # -- naming ----------------------------------------------------------------------
 

@@ -28,12 +28,15 @@ from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.converters.registry import prepare, registration
 from b2s_onnx.ir.converters.schema import declared_only
+from b2s_onnx.ir.quantization import dequantize_weights, note_layer
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
 from b2s_onnx.rewrites import RewriteReport, apply_rewrites
 
 DEFAULT_OPSET = 18
+#: How quantized layers are written: onnxruntime's integer-kernel form, or float arithmetic.
+INT8_FORMS = ("qdq", "float")
 #: Domain of layers written as-is with ``keep_unsupported``.
 UNSUPPORTED_DOMAIN = "org.openvinotoolkit.ir"
 #: Constants larger than this are not produced by folding (they would bloat the model).
@@ -54,6 +57,9 @@ class ConversionResult:
     unlowered: onnx.ModelProto | None = None
     #: What the graph rewrites for onnxruntime's speed did (empty with ``fuse=False``).
     rewrites: RewriteReport = field(default_factory=RewriteReport)
+    #: Layers written in another form than asked for, with the reason (e.g. a FakeQuantize
+    #: kept as float arithmetic).
+    notes: list[str] = field(default_factory=list)
 
 
 def _unsupported(order: list[Layer]) -> list[Layer]:
@@ -173,6 +179,7 @@ def convert_ir_model(
     options: LoweringOptions | None = None,
     progress: Callable[[], object] | None = None,
     fuse: bool = True,
+    int8: str = "qdq",
 ) -> ConversionResult:
     """Converts the IR; ``progress`` (if given) is called once per layer converted;
     ``fuse=False`` skips the rewrites that put the graph in onnxruntime's fastest forms."""
@@ -190,7 +197,10 @@ def convert_ir_model(
     weights_path = Path(bin_path) if bin_path is not None else xml.with_suffix(".bin")
     weights = Weights(weights_path if needs_weights or bin_path is not None else None)
 
+    if int8 not in INT8_FORMS:
+        raise B2SError(f"int8='{int8}' is not one of {', '.join(INT8_FORMS)}")
     ctx = ConversionContext(ir, opset)
+    ctx.int8 = int8
     for layer in order:
         if layer.type == "Parameter":
             ctx.assign_output_names(layer)
@@ -226,7 +236,11 @@ def convert_ir_model(
         with declared_only(layer, found.attrs):
             found.converter(ctx, layer, inputs)
         _fold(ctx, layer, inputs, start)
+        if ctx.int8 == "qdq":
+            note_layer(ctx, layer, inputs)
 
+    if ctx.int8 == "qdq":
+        dequantize_weights(ctx)
     graph_outputs = []
     taken: set[str] = set()
     for layer, tensor in results:
@@ -270,4 +284,4 @@ def convert_ir_model(
     if fuse:
         rewrites.extend(apply_rewrites(lowered.model))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
-    return ConversionResult(lowered.model, lowered.lowered, kept, model, rewrites)
+    return ConversionResult(lowered.model, lowered.lowered, kept, model, rewrites, ctx.notes)

@@ -15,11 +15,12 @@ import onnx
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
-from b2s_onnx.rewrites.conv_transpose_bias import ConvTransposeBias
+from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.fold_constants import FoldConstants
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
+from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
 
@@ -29,7 +30,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PReluSpelledOut(),
     PReluAsLeakyRelu(),
     SoftmaxInnerAxis(),
-    ConvTransposeBias(),
+    ConvBias(),
+    ReluBeforeQuantize(),
     MishAsExponentials(),
 )
 

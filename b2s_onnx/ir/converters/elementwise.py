@@ -9,7 +9,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
-from b2s_onnx.ir.converters._attrs import check_broadcast, choice, flag, integer, number
+from b2s_onnx.ir.converters._attrs import check_broadcast, choice, flag, number
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
 from b2s_onnx.ir.weights import element_type, onnx_type
@@ -263,48 +263,3 @@ def convert_like(ctx, layer, inputs):
 def select(ctx, layer, inputs):
     check_broadcast(layer)
     ctx.one("Where", inputs, ctx.out(layer))
-
-
-@converts("FakeQuantize", (1,))
-def fake_quantize(ctx, layer, inputs):
-    """y = round((clamp(x) - il) / (ih - il) * (L-1)) / (L-1) * (oh - ol) + ol, where clamp
-    maps x <= min(il, ih) to il and x > max(il, ih) to ih (so y = ol resp. oh there)."""
-    check_broadcast(layer)
-    levels = integer(layer, "levels")
-    x, in_low, in_high, out_low, out_high = inputs
-    ranges = [ctx.value(t) for t in inputs[1:]]
-    if all(r is not None for r in ranges):
-        _fake_quantize_constant_ranges(ctx, layer, x, levels, *ranges)
-        return
-    steps = scalar(ctx, "steps", float(levels - 1), x)
-    low = ctx.one("Min", [in_low, in_high])
-    high = ctx.one("Max", [in_low, in_high])
-    clamped = ctx.one("Min", [ctx.one("Max", [x, low]), high])
-    ratio = ctx.one("Div", [ctx.one("Sub", [clamped, in_low]), ctx.one("Sub", [in_high, in_low])])
-    quantized = ctx.one("Round", [ctx.one("Mul", [ratio, steps])])
-    scaled = ctx.one(
-        "Mul", [ctx.one("Div", [quantized, steps]), ctx.one("Sub", [out_high, out_low])]
-    )
-    ctx.one("Add", [scaled, out_low], ctx.out(layer))
-
-
-def _fake_quantize_constant_ranges(ctx, layer, x, levels, in_low, in_high, out_low, out_high):
-    """The same formula with its coefficients computed once: 6 nodes instead of 11."""
-    dtype = NUMPY_OF_ONNX[ctx.type_of(x)]
-    steps = dtype(levels - 1)
-    in_low, in_high = in_low.astype(dtype), in_high.astype(dtype)
-    out_low, out_high = out_low.astype(dtype), out_high.astype(dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        in_scale = (steps / (in_high - in_low)).astype(dtype)
-    out_scale = ((out_high - out_low) / steps).astype(dtype)
-    clamped = ctx.one(
-        "Min",
-        [
-            ctx.one("Max", [x, ctx.const("low", np.minimum(in_low, in_high))]),
-            ctx.const("high", np.maximum(in_low, in_high)),
-        ],
-    )
-    shifted = ctx.one("Sub", [clamped, ctx.const("in_low", in_low)])
-    quantized = ctx.one("Round", [ctx.one("Mul", [shifted, ctx.const("in_scale", in_scale)])])
-    scaled = ctx.one("Mul", [quantized, ctx.const("out_scale", out_scale)])
-    ctx.one("Add", [scaled, ctx.const("out_low", out_low)], ctx.out(layer))
