@@ -56,13 +56,16 @@ def convert_ir(
     keep_unsupported: bool = False,
     domains: Iterable[str] = (),
     fuse: bool = True,
+    int8: str = "qdq",
 ) -> onnx.ModelProto:
     """Converts an OpenVINO IR (v10/v11) to ONNX, lowering the data-movement ops on the way.
 
     ``bin_path`` defaults to the ``.bin`` beside the ``.xml``. Unsupported layers are an
     error listing them all, unless ``keep_unsupported`` writes them as custom-domain nodes.
     ``fuse=False`` turns off the graph rewrites that choose onnxruntime's fastest forms
-    (listed in :mod:`b2s_onnx.rewrites`).
+    (listed in :mod:`b2s_onnx.rewrites`). ``int8`` writes quantized layers (FakeQuantize,
+    compressed integer weights) as QuantizeLinear/DequantizeLinear for onnxruntime's
+    integer kernels ("qdq", where that is exact) or as float arithmetic ("float").
     """
     from b2s_onnx.ir.convert import convert_ir_model
 
@@ -73,6 +76,7 @@ def convert_ir(
         keep_unsupported=keep_unsupported,
         domains=domains,
         fuse=fuse,
+        int8=int8,
     ).model
 
 

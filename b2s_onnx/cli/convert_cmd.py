@@ -65,6 +65,14 @@ from b2s_onnx.lowering import LoweringOptions
     help="Compare with OpenVINO (if installed) on random inputs; exit 1 on mismatch.",
 )
 @no_fuse_option
+@click.option(
+    "--int8",
+    type=click.Choice(["qdq", "float"]),
+    default="qdq",
+    show_default=True,
+    help="Quantized layers as QuantizeLinear/DequantizeLinear (onnxruntime's integer "
+    "kernels, where exact) or as float arithmetic.",
+)
 @tolerance_options
 @output_options
 @quiet_option
@@ -79,6 +87,7 @@ def convert_command(
     keep_unsupported: bool,
     run_check: bool,
     no_fuse: bool,
+    int8: str,
     atol: tuple[str, ...],
     rtol: tuple[str, ...],
     save_external_data: bool,
@@ -115,6 +124,7 @@ def convert_command(
             progress=advance,
             options=LoweringOptions(threads=threads),
             fuse=not no_fuse,
+            int8=int8,
         )
     elapsed = time.perf_counter() - start
     written = write_model(
@@ -135,6 +145,10 @@ def convert_command(
     for node in result.lowered:
         report.detail(f"  lowered {node.op_type} '{node.name}': {' -> '.join(node.replacement)}")
     print_rewrites(report, result.rewrites)
+    for note in result.notes:
+        report.detail(f"  {note}")
+    if result.notes:
+        report.print(f"  {len(result.notes)} layer(s) kept in another form (-v lists them)")
     for kept in result.kept_unsupported:
         report.print(f"  kept unsupported {kept}")
     if run_check:

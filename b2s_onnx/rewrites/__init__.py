@@ -16,7 +16,9 @@ from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.conv_bias import ConvBias
+from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
 from b2s_onnx.rewrites.fold_constants import FoldConstants
+from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
@@ -32,6 +34,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     SoftmaxInnerAxis(),
     ConvBias(),
     ReluBeforeQuantize(),
+    DequantizeAfterMovement(),
+    MatMulBiasVector(),
     MishAsExponentials(),
 )
 

@@ -35,37 +35,70 @@ ZERO_POINT_SLACK = 0.15
 
 @dataclass(frozen=True)
 class QdqPlan:
-    scale_in: float
-    scale_out: float
-    zero_point: int
+    """Scales and zero points: scalars, or 1-D along ``axis`` (per-channel ranges)."""
+
+    scale_in: np.ndarray
+    scale_out: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None
     #: (low, high) for a Clip before QuantizeLinear when levels < 256, else None.
-    clip: tuple[float, float] | None
+    clip: tuple[np.ndarray, np.ndarray] | None
+
+
+def _range_axis(shapes: list[tuple[int, ...]]) -> tuple[int | None, int] | str:
+    """The one axis the ranges vary along (None: they are scalars), and the rank they have."""
+    rank = max(len(shape) for shape in shapes)
+    axes = set()
+    for shape in shapes:
+        padded = (1,) * (rank - len(shape)) + tuple(shape)
+        axes.update(axis for axis, d in enumerate(padded) if d != 1)
+    if len(axes) > 1:
+        return "ranges that vary along several axes"
+    return (axes.pop() if axes else None), rank
 
 
 def qdq_plan(levels: int, in_low, in_high, out_low, out_high) -> QdqPlan | str:
-    """The exact QDQ form of a FakeQuantize with constant ranges, or why there is none."""
+    """The QDQ form of a FakeQuantize with constant ranges, or why there is none."""
     if not 2 <= levels <= 256:
         return f"levels={levels} does not fit 8 bits"
-    values = [np.asarray(v, np.float64).reshape(-1) for v in (in_low, in_high, out_low, out_high)]
-    if any(v.size == 0 for v in values):
+    ranges = [np.asarray(v, np.float64) for v in (in_low, in_high, out_low, out_high)]
+    if any(v.size == 0 for v in ranges):
         return "empty ranges"
-    if any(not np.all(v == v[0]) for v in values):
-        return (
-            "per-channel ranges on a run-time tensor (onnxruntime's integer kernels want one scale)"
-        )
-    il, ih, ol, oh = (float(v[0]) for v in values)
+    found = _range_axis([v.shape for v in ranges])
+    if isinstance(found, str):
+        return found
+    axis, rank = found
+    if axis is None:
+        il, ih, ol, oh = (v.reshape(1) for v in ranges)
+    else:
+        count = max(v.reshape(-1).size for v in ranges)
+        il, ih, ol, oh = (np.broadcast_to(v.reshape(-1), (count,)) for v in ranges)
     steps = levels - 1
     scale_in, scale_out = (ih - il) / steps, (oh - ol) / steps
-    if not (scale_in > 0 and scale_out > 0 and np.isfinite(scale_in) and np.isfinite(scale_out)):
+    if not (np.all(scale_in > 0) and np.all(scale_out > 0)):
         return "an empty or inverted range"
+    if not (np.all(np.isfinite(scale_in)) and np.all(np.isfinite(scale_out))):
+        return "a range that is not finite"
     k_in, k_out = -il / scale_in, -ol / scale_out
-    k = round(k_in)
-    if abs(k_in - k) > ZERO_POINT_SLACK or abs(k_out - k) > ZERO_POINT_SLACK:
-        return f"zero is not one of the levels (zero point {k_in:.3f} is no integer)"
-    if not 0 <= k <= 255:
+    k = np.round(k_in)
+    worst = float(max(np.abs(k_in - k).max(), np.abs(k_out - k).max()))
+    if worst > ZERO_POINT_SLACK:
+        return f"zero is not one of the levels (zero point off an integer by {worst:.3f})"
+    if k.min() < 0 or k.max() > 255:
         return "the zero point does not fit uint8 (zero lies outside the range)"
-    clip = None if levels == 256 else (min(il, ih), max(il, ih))
-    return QdqPlan(scale_in, scale_out, k, clip)
+    clip = None
+    if levels < 256:
+        low, high = np.minimum(il, ih), np.maximum(il, ih)
+        shape = (-1,) + (1,) * (rank - 1 - axis) if axis is not None else ()
+        clip = (low.astype(np.float32).reshape(shape), high.astype(np.float32).reshape(shape))
+    squeeze = (lambda v: v.reshape(())) if axis is None else (lambda v: v)
+    return QdqPlan(
+        squeeze(scale_in.astype(np.float32)),
+        squeeze(scale_out.astype(np.float32)),
+        squeeze(k.astype(np.uint8)),
+        None if axis is None else axis - rank,
+        clip,
+    )
 
 
 @converts(
@@ -81,6 +114,13 @@ def fake_quantize(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> No
     if all(r is not None for r in ranges):
         if ctx.int8 == "qdq" and ctx.value(x) is None and ctx.type_of(x) == TensorProto.FLOAT:
             plan = qdq_plan(levels, *ranges)
+            if isinstance(plan, QdqPlan) and plan.axis is not None:
+                # Measured: onnxruntime 1.31 fuses Conv -> per-axis QuantizeLinear into a
+                # QLinearConv that then refuses to run (it takes one output zero point).
+                plan = (
+                    "per-channel ranges on a run-time tensor (onnxruntime's integer kernels "
+                    "take one scale per activation)"
+                )
             if isinstance(plan, QdqPlan):
                 _emit_qdq(ctx, layer, x, plan)
                 return
@@ -103,18 +143,25 @@ def fake_quantize(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> No
 
 
 def _emit_qdq(ctx: ConversionContext, layer: Layer, x: str, plan: QdqPlan) -> None:
-    zero_point = ctx.const("zero_point", np.asarray(plan.zero_point, np.uint8))
+    zero_point = ctx.const("zero_point", plan.zero_point)
     if plan.clip is not None:
-        low, high = (np.asarray(v, np.float32) for v in plan.clip)
-        x = ctx.one("Clip", [x, ctx.const("low", low), ctx.const("high", high)])
-    scale_in = ctx.const("scale", np.asarray(plan.scale_in, np.float32))
-    q = ctx.one("QuantizeLinear", [x, scale_in, zero_point])
+        low, high = plan.clip
+        # Clip takes scalar bounds only: per-channel bounds clamp with Max/Min instead.
+        if low.ndim == 0:
+            x = ctx.one("Clip", [x, ctx.const("low", low), ctx.const("high", high)])
+        else:
+            x = ctx.one(
+                "Min", [ctx.one("Max", [x, ctx.const("low", low)]), ctx.const("high", high)]
+            )
+    axis = {} if plan.axis is None else {"axis": plan.axis}
+    scale_in = ctx.const("scale", plan.scale_in)
+    q = ctx.one("QuantizeLinear", [x, scale_in, zero_point], **axis)
     scale_out = (
         scale_in
-        if plan.scale_out == plan.scale_in
-        else ctx.const("scale_out", np.asarray(plan.scale_out, np.float32))
+        if np.array_equal(plan.scale_out, plan.scale_in)
+        else ctx.const("scale_out", plan.scale_out)
     )
-    ctx.one("DequantizeLinear", [q, scale_out, zero_point], ctx.out(layer))
+    ctx.one("DequantizeLinear", [q, scale_out, zero_point], ctx.out(layer), **axis)
 
 
 def _float_constant_ranges(ctx, layer, x, levels, in_low, in_high, out_low, out_high) -> None:

@@ -1,0 +1,133 @@
+"""Regenerates the INT8 example IRs in ``models/int8/``: small float networks built with
+OpenVINO's opset API, quantized by NNCF (post-training, a seeded calibration set of
+image-like inputs), each saved beside its float original:
+
+    models/int8/<name>/float.xml|bin   the network before quantization
+    models/int8/<name>/int8.xml|bin    NNCF's output: FakeQuantize on activations,
+                                       i8 weight constants -> Convert -> Multiply
+
+    pip install nncf && python models/make_int8.py
+
+Tests and benchmarks read the committed files; only regenerating needs nncf.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+import openvino.opset13 as ops
+
+FOLDER = Path(__file__).resolve().parent / "int8"
+RNG = np.random.default_rng(2024)
+
+
+def _weights(*shape: int, scale: float = 0.1) -> ov.Node:
+    return ops.constant((RNG.standard_normal(shape) * scale).astype(np.float32))
+
+
+def _channels(x) -> int:
+    """The channel count of a node's first output."""
+    return x.output(0).get_partial_shape()[1].get_length()
+
+
+def _conv(x, out_channels: int, kernel: int = 3, stride: int = 1, relu: bool = True):
+    in_channels = _channels(x)
+    pad = kernel // 2
+    y = ops.convolution(
+        x,
+        _weights(out_channels, in_channels, kernel, kernel),
+        [stride] * 2,
+        [pad] * 2,
+        [pad] * 2,
+        [1, 1],
+    )
+    y = ops.add(y, _weights(1, out_channels, 1, 1))
+    return ops.relu(y) if relu else y
+
+
+def _depthwise(x, kernel: int = 3):
+    channels = _channels(x)
+    y = ops.group_convolution(
+        x, _weights(channels, 1, 1, kernel, kernel), [1, 1], [1, 1], [1, 1], [1, 1]
+    )
+    return ops.relu(ops.add(y, _weights(1, channels, 1, 1)))
+
+
+def conv_stack(x):
+    return _conv(_conv(_conv(x, 16), 16), 8, relu=False)
+
+
+def depthwise_separable(x):
+    return _conv(_depthwise(_conv(x, 16)), 16, kernel=1, relu=False)
+
+
+def residual_block(x):
+    trunk = _conv(x, 16)
+    return ops.relu(ops.add(_conv(trunk, 16, relu=False), _conv(x, 16, kernel=1, relu=False)))
+
+
+def concat_branches(x):
+    left, right = _conv(x, 8), _conv(x, 8, kernel=1)
+    return _conv(ops.concat([left, right], 1), 8, relu=False)
+
+
+def pooling(x):
+    y = ov.opset1.max_pool(_conv(x, 16), [1, 1], [0, 0], [0, 0], [2, 2])
+    y = ops.avg_pool(_conv(y, 16), [2, 2], [0, 0], [0, 0], [2, 2], True)
+    return _conv(y, 8, relu=False)
+
+
+def classifier(x):
+    y = ops.avg_pool(
+        _conv(_conv(x, 16, stride=2), 32, stride=2), [1, 1], [0, 0], [0, 0], [8, 8], True
+    )
+    y = ops.reshape(y, ops.constant(np.asarray([1, 32], np.int64)), False)
+    y = ops.relu(ops.add(ops.matmul(y, _weights(32, 64), False, False), _weights(1, 64)))
+    return ops.add(ops.matmul(y, _weights(64, 10), False, False), _weights(1, 10))
+
+
+def ssd_head(x):
+    features = _conv(_conv(x, 16, stride=2), 16)
+    boxes = ops.transpose(_conv(features, 8, relu=False), ops.constant(np.asarray([0, 2, 3, 1])))
+    scores = ops.transpose(_conv(features, 6, relu=False), ops.constant(np.asarray([0, 2, 3, 1])))
+    boxes = ops.reshape(boxes, ops.constant(np.asarray([1, -1, 4], np.int64)), False)
+    scores = ops.softmax(
+        ops.reshape(scores, ops.constant(np.asarray([1, -1, 3], np.int64)), False), 2
+    )
+    return [boxes, scores]
+
+
+NETWORKS: dict[str, Callable] = {
+    "conv_stack": conv_stack,
+    "depthwise_separable": depthwise_separable,
+    "residual_block": residual_block,
+    "concat_branches": concat_branches,
+    "pooling": pooling,
+    "classifier": classifier,
+    "ssd_head": ssd_head,
+}
+SHAPE = [1, 3, 32, 32]
+
+
+def main() -> None:
+    import nncf
+
+    calibration = [RNG.integers(0, 256, SHAPE).astype(np.float32) / 64.0 for _ in range(16)]
+    for name, build in NETWORKS.items():
+        data = ops.parameter(SHAPE, np.float32, name="image")
+        outputs = build(data)
+        outputs = outputs if isinstance(outputs, list) else [outputs]
+        model = ov.Model(outputs, [data], name)
+        folder = FOLDER / name
+        folder.mkdir(parents=True, exist_ok=True)
+        ov.save_model(model, folder / "float.xml", compress_to_fp16=False)
+        quantized = nncf.quantize(model, nncf.Dataset(calibration), subset_size=len(calibration))
+        ov.save_model(quantized, folder / "int8.xml", compress_to_fp16=False)
+        print(f"{name}: {folder}")
+
+
+if __name__ == "__main__":
+    main()
