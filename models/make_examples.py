@@ -22,8 +22,7 @@ def batch_to_space() -> onnx.ModelProto:
     return single_op_model(
         "BatchToSpace",
         ["N", 14, 14, 32],
-        index={"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 1, 0],
-               "crops_end": [0, 1, 1, 0]},
+        index={"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 1, 0], "crops_end": [0, 1, 1, 0]},
         node_name="b2s",
     )
 
@@ -33,11 +32,21 @@ def dilated_block() -> onnx.ModelProto:
     rng = np.random.default_rng(7)
     weights = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     nodes = [
-        helper.make_node("SpaceToBatch", ["input", "block", "pads_begin", "pads_end"], ["s2b"],
-                         domain=DEFAULT_DOMAIN, name="space_to_batch"),
+        helper.make_node(
+            "SpaceToBatch",
+            ["input", "block", "pads_begin", "pads_end"],
+            ["s2b"],
+            domain=DEFAULT_DOMAIN,
+            name="space_to_batch",
+        ),
         helper.make_node("Conv", ["s2b", "weights"], ["conv"], name="conv", pads=[0, 0, 0, 0]),
-        helper.make_node("BatchToSpace", ["conv", "block", "crops_begin", "crops_end"],
-                         ["b2s"], domain=DEFAULT_DOMAIN, name="batch_to_space"),
+        helper.make_node(
+            "BatchToSpace",
+            ["conv", "block", "crops_begin", "crops_end"],
+            ["b2s"],
+            domain=DEFAULT_DOMAIN,
+            name="batch_to_space",
+        ),
         helper.make_node("Relu", ["b2s"], ["output"], name="relu"),
     ]
     initializers = [
@@ -49,13 +58,15 @@ def dilated_block() -> onnx.ModelProto:
         numpy_helper.from_array(weights, "weights"),
     ]
     graph = helper.make_graph(
-        nodes, "dilated_block",
+        nodes,
+        "dilated_block",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 16, 16])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 16, 16])],
         initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid(DEFAULT_DOMAIN, 1)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DEFAULT_DOMAIN, 1)]
+    )
     model.ir_version = 8
     return model
 
@@ -63,8 +74,10 @@ def dilated_block() -> onnx.ModelProto:
 def depth_to_space_5d() -> onnx.ModelProto:
     """A 5-D DepthToSpace, which ONNX's own DepthToSpace (4-D only) cannot express."""
     return single_op_model(
-        "DepthToSpace", [1, 16, 4, 6, 5],
-        attributes={"block_size": 2, "mode": "depth_first"}, node_name="d2s",
+        "DepthToSpace",
+        [1, 16, 4, 6, 5],
+        attributes={"block_size": 2, "mode": "depth_first"},
+        node_name="d2s",
     )
 
 

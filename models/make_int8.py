@@ -81,9 +81,9 @@ def pooling(x):
 
 
 def classifier(x):
-    y = ops.avg_pool(
-        _conv(_conv(x, 16, stride=2), 32, stride=2), [1, 1], [0, 0], [0, 0], [8, 8], True
-    )
+    pooled = SHAPE[2] // 4
+    y = _conv(_conv(x, 16, stride=2), 32, stride=2)
+    y = ops.avg_pool(y, [1, 1], [0, 0], [0, 0], [pooled, pooled], True)
     y = ops.reshape(y, ops.constant(np.asarray([1, 32], np.int64)), False)
     y = ops.relu(ops.add(ops.matmul(y, _weights(32, 64), False, False), _weights(1, 64)))
     return ops.add(ops.matmul(y, _weights(64, 10), False, False), _weights(1, 10))
@@ -109,7 +109,7 @@ NETWORKS: dict[str, Callable] = {
     "classifier": classifier,
     "ssd_head": ssd_head,
 }
-SHAPE = [1, 3, 32, 32]
+SHAPE = [1, 3, 128, 128]
 
 
 def main() -> None:

@@ -158,7 +158,7 @@ EXPECTED_INTEGER = {
 
 def _image(seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"image": (rng.integers(0, 256, [1, 3, 32, 32]) / 64.0).astype(np.float32)}
+    return {"image": (rng.integers(0, 256, [1, 3, 128, 128]) / 64.0).astype(np.float32)}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_INTEGER))
