@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.reader import IRModel, Layer
-from b2s_onnx.ir.weights import element_type, onnx_type
+from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering._emit import NameAllocator
 
 NUMPY_OF_ONNX = {
@@ -47,6 +47,8 @@ class ConversionContext:
         self.types: dict[str, int] = {}
         self.shapes: dict[str, tuple[int | None, ...] | None] = {}
         self._layer: Layer | None = None
+        #: Where Const layers read their data (set by the driver; bodies share it).
+        self.weights: Weights | None = None
 
     # -- naming ----------------------------------------------------------------------
 

@@ -1,0 +1,136 @@
+"""TensorIterator, Loop and If against OpenVINO's CPU plugin: bodies convert recursively
+(data-movement ops inside them lowered too), port maps slice, carry and concatenate."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import b2s_onnx
+from b2s_onnx.errors import B2SError
+from tests.test_ir_ops import assert_close, run_both
+
+ov = pytest.importorskip("openvino")
+import openvino.opset8 as o8  # noqa: E402
+
+pytestmark = pytest.mark.openvino
+
+F32 = np.float32
+N, T, C = 2, 3, 4
+TOLERANCE = {"atol": 1e-5, "rtol": 1e-5}
+
+COVERED_LAYERS = {("TensorIterator", "opset1"), ("Loop", "opset5"), ("If", "opset8")}
+
+
+def matrix(seed):
+    return o8.constant((np.random.default_rng(seed).standard_normal([C, C]) * 0.5).astype(F32))
+
+
+def recurrent_body():
+    """h' = tanh(x_t W + h R): the body OpenVINO's converters write for a simple RNN."""
+    x_t = o8.parameter([N, 1, C], F32, name="x_t")
+    h = o8.parameter([N, C], F32, name="h")
+    step = o8.squeeze(x_t, o8.constant(np.asarray([1])))
+    new = o8.tanh(
+        o8.add(o8.matmul(step, matrix(0), False, False), o8.matmul(h, matrix(1), False, False))
+    )
+    stacked = o8.unsqueeze(new, o8.constant(np.asarray([1])))
+    return ov.Model([new, stacked], [x_t, h]), x_t, h
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_tensor_iterator_slices_carries_and_concatenates(tmp_path, reverse):
+    def build(x, h0):
+        body, x_t, h = recurrent_body()
+        ti = o8.tensor_iterator()
+        ti.set_body(body)
+        start, stride, end = (-1, -1, 0) if reverse else (0, 1, -1)
+        ti.set_sliced_input(x_t, x.output(0), start, stride, 1, end, 1)
+        ti.set_merged_input(h, h0.output(0), body.outputs[0])
+        return [
+            ti.get_iter_value(body.outputs[0], -1),
+            ti.get_concatenated_slices(body.outputs[1], start, stride, 1, end, 1),
+        ]
+
+    pairs, model = run_both(tmp_path, build, [[N, T, C], [N, C]])
+    assert_close(pairs, **TOLERANCE)
+    assert [n.op_type for n in model.graph.node].count("Loop") == 1
+
+
+@pytest.mark.parametrize(("trip_count", "stop_after"), [(4, 10), (6, 3), (-1, 2)])
+def test_loop_trip_count_condition_and_iteration_number(tmp_path, trip_count, stop_after):
+    def build(x):
+        i = o8.parameter([], np.int64, name="i")
+        acc = o8.parameter([N, C], F32, name="acc")
+        new = o8.add(o8.multiply(acc, o8.constant(F32(0.5))), o8.convert(i, "f32"))
+        keep_going = o8.less(i, o8.constant(np.int64(stop_after)))
+        stacked = o8.unsqueeze(new, o8.constant(np.asarray([0])))
+        body = ov.Model([keep_going, new, stacked], [i, acc])
+        loop = o8.loop(o8.constant(np.int64(trip_count)), o8.constant(True))
+        loop.set_function(body)
+        loop.set_special_body_ports([0, 0])
+        loop.set_merged_input(acc, x.output(0), body.outputs[1])
+        return [
+            loop.get_iter_value(body.outputs[1], -1),
+            loop.get_concatenated_slices(body.outputs[2], 0, 1, 1, -1, 0),
+        ]
+
+    pairs, _ = run_both(tmp_path, build, [[N, C]])
+    assert_close(pairs, **TOLERANCE)
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_if_runs_the_chosen_branch_with_data_movement_inside(tmp_path, condition):
+    def build(a, b):
+        then_a = o8.parameter([1, 4, 2, 2], F32, name="then_a")
+        then_b = o8.parameter([1], F32, name="then_b")
+        then_body = ov.Model(
+            [o8.depth_to_space(o8.add(then_a, then_b), "blocks_first", 2)], [then_a, then_b]
+        )
+        else_a = o8.parameter([1, 4, 2, 2], F32, name="else_a")
+        else_body = ov.Model(
+            [o8.depth_to_space(o8.multiply(else_a, o8.constant(F32(2))), "depth_first", 2)],
+            [else_a],
+        )
+        branch = o8.if_op(o8.constant(condition))
+        branch.set_then_body(then_body)
+        branch.set_else_body(else_body)
+        branch.set_input(a.output(0), then_a, else_a)
+        branch.set_input(b.output(0), then_b, None)
+        return [branch.set_output(then_body.results[0], else_body.results[0])]
+
+    pairs, model = run_both(tmp_path, build, [[1, 4, 2, 2], [1]])
+    assert_close(pairs, exact=True)
+    assert not any(n.domain for n in model.graph.node)
+
+
+def _saved_tensor_iterator(tmp_path):
+    def build(x, h0):
+        body, x_t, h = recurrent_body()
+        ti = o8.tensor_iterator()
+        ti.set_body(body)
+        ti.set_sliced_input(x_t, x.output(0), 0, 1, 1, -1, 1)
+        ti.set_merged_input(h, h0.output(0), body.outputs[0])
+        return [ti.get_iter_value(body.outputs[0], -1)]
+
+    params = [o8.parameter([N, T, C], F32, name="x"), o8.parameter([N, C], F32, name="h0")]
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model(build(*params), params), xml, compress_to_fp16=False)
+    return xml
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "named"),
+    [
+        ('stride="1" part_size="1"', 'stride="2" part_size="1"', "stride=2"),
+        ('internal_layer_id="0"', 'internal_layer_id="77"', "internal_layer_id='77'"),
+        ('start="0"', 'start="zero"', "start='zero'"),
+    ],
+)
+def test_invalid_port_map_is_refused_by_name(tmp_path, old, new, named):
+    xml = _saved_tensor_iterator(tmp_path)
+    text = xml.read_text()
+    assert old in text
+    xml.write_text(text.replace(old, new, 1))
+    with pytest.raises(B2SError, match=named):
+        b2s_onnx.convert_ir(xml)
