@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
 from tests.test_ir_ops import assert_close, run_both
+from tests.test_ir_recurrent import compare_saved, onnx_to_ir
 
 ov = pytest.importorskip("openvino")
 import openvino.opset8 as o8  # noqa: E402
@@ -134,3 +137,146 @@ def test_invalid_port_map_is_refused_by_name(tmp_path, old, new, named):
     xml.write_text(text.replace(old, new, 1))
     with pytest.raises(B2SError, match=named):
         b2s_onnx.convert_ir(xml)
+
+
+def _tensor(name, kind, shape):
+    return oh.make_tensor_value_info(name, kind, shape)
+
+
+def _scan_graph(reverse):
+    """Running sum over time, halved per step: ONNX Scan, which OpenVINO writes as a
+    TensorIterator."""
+    half = numpy_helper.from_array(np.asarray([0.5], F32))
+    body = oh.make_graph(
+        [
+            oh.make_node("Add", ["s", "x"], ["s2"]),
+            oh.make_node("Constant", [], ["k"], value=half),
+            oh.make_node("Mul", ["s2", "k"], ["y"]),
+        ],
+        "step",
+        [_tensor("s", TensorProto.FLOAT, ["N"]), _tensor("x", TensorProto.FLOAT, ["N"])],
+        [_tensor("s2", TensorProto.FLOAT, ["N"]), _tensor("y", TensorProto.FLOAT, ["N"])],
+    )
+    return oh.make_graph(
+        [
+            oh.make_node(
+                "Scan",
+                ["s0", "X"],
+                ["S", "Y"],
+                body=body,
+                num_scan_inputs=1,
+                scan_input_directions=[int(reverse)],
+                scan_output_directions=[int(reverse)],
+            )
+        ],
+        "scan",
+        [_tensor("s0", TensorProto.FLOAT, ["N"]), _tensor("X", TensorProto.FLOAT, ["T", "N"])],
+        [_tensor("S", TensorProto.FLOAT, None), _tensor("Y", TensorProto.FLOAT, None)],
+    )
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_tensor_iterator_from_onnx_scan_with_dynamic_dims(tmp_path, reverse):
+    xml = onnx_to_ir(tmp_path, _scan_graph(reverse))
+    assert 'type="TensorIterator"' in xml.read_text()
+    rng = np.random.default_rng(0)
+    for steps, batch in ((T, N), (1, 3)):
+        feeds = {
+            "s0": rng.standard_normal([batch]).astype(F32),
+            "X": rng.standard_normal([steps, batch]).astype(F32),
+        }
+        assert_close(compare_saved(xml, feeds), **TOLERANCE)
+
+
+def _loop_graph(nested_if):
+    """a <- a*k + i for M iterations, k read from the outer scope; optionally the update
+    sits in an If on the iteration's parity (a body inside a body)."""
+    update = [
+        oh.make_node("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+        oh.make_node("Mul", ["a", "k"], ["scaled"]),
+        oh.make_node("Add", ["scaled", "fi"], ["a2"]),
+    ]
+    if nested_if:
+        two = numpy_helper.from_array(np.asarray(2, np.int64))
+        zero = numpy_helper.from_array(np.asarray(0, np.int64))
+        then_branch = oh.make_graph(
+            [oh.make_node("Add", ["a2", "k"], ["t"])],
+            "then",
+            [],
+            [_tensor("t", TensorProto.FLOAT, None)],
+        )
+        else_branch = oh.make_graph(
+            [oh.make_node("Sub", ["a2", "k"], ["e"])],
+            "else",
+            [],
+            [_tensor("e", TensorProto.FLOAT, None)],
+        )
+        update += [
+            oh.make_node("Constant", [], ["two"], value=two),
+            oh.make_node("Constant", [], ["zero"], value=zero),
+            oh.make_node("Mod", ["i", "two"], ["parity"]),
+            oh.make_node("Equal", ["parity", "zero"], ["even"]),
+            oh.make_node("If", ["even"], ["a3"], then_branch=then_branch, else_branch=else_branch),
+        ]
+    result = "a3" if nested_if else "a2"
+    body = oh.make_graph(
+        [
+            *update,
+            oh.make_node("Identity", ["c"], ["c2"]),
+            oh.make_node("Identity", [result], ["out"]),
+            oh.make_node("Identity", [result], ["scanned"]),
+        ],
+        "body",
+        [
+            _tensor("i", TensorProto.INT64, []),
+            _tensor("c", TensorProto.BOOL, []),
+            _tensor("a", TensorProto.FLOAT, ["N"]),
+        ],
+        [
+            _tensor("c2", TensorProto.BOOL, []),
+            _tensor("out", TensorProto.FLOAT, ["N"]),
+            _tensor("scanned", TensorProto.FLOAT, ["N"]),
+        ],
+    )
+    return oh.make_graph(
+        [oh.make_node("Loop", ["M", "", "a0"], ["A", "SCANNED"], body=body)],
+        "loop",
+        [
+            _tensor("M", TensorProto.INT64, []),
+            _tensor("a0", TensorProto.FLOAT, ["N"]),
+            _tensor("k", TensorProto.FLOAT, [1]),
+        ],
+        [_tensor("A", TensorProto.FLOAT, None), _tensor("SCANNED", TensorProto.FLOAT, None)],
+    )
+
+
+@pytest.mark.parametrize("nested_if", [False, True])
+def test_loop_from_onnx_with_run_time_trip_count_and_outer_scope(tmp_path, nested_if):
+    xml = onnx_to_ir(tmp_path, _loop_graph(nested_if))
+    assert 'type="Loop"' in xml.read_text()
+    rng = np.random.default_rng(1)
+    for trips in (1, 4):
+        feeds = {
+            "M": np.asarray(trips, np.int64),
+            "a0": rng.standard_normal([N]).astype(F32),
+            "k": np.asarray([0.5], F32),
+        }
+        assert_close(compare_saved(xml, feeds), **TOLERANCE)
+
+
+def test_bodies_nested_too_deep_are_refused(tmp_path, monkeypatch):
+    xml = onnx_to_ir(tmp_path, _loop_graph(nested_if=True))
+    monkeypatch.setattr("b2s_onnx.ir.reader.MAX_BODY_DEPTH", 1)
+    with pytest.raises(B2SError, match="nested deeper than 1"):
+        b2s_onnx.convert_ir(xml)
+
+
+def test_unsupported_layer_inside_a_body_is_reported(tmp_path):
+    xml = _saved_tensor_iterator(tmp_path)
+    text = xml.read_text()
+    xml.write_text(text.replace('type="Tanh"', 'type="NoSuchOp"'))
+    with pytest.raises(B2SError, match="NoSuchOp"):
+        b2s_onnx.convert_ir(xml)
+    kept = b2s_onnx.convert_ir(xml, keep_unsupported=True)
+    body = next(n for n in kept.graph.node if n.op_type == "Loop").attribute[0].g
+    assert any(n.op_type == "NoSuchOp" for n in body.node)

@@ -10,9 +10,12 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, numpy_helper
+from onnx import helper as oh
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
+from b2s_onnx.parity.runtime import run_onnxruntime
 from tests.test_ir_ops import assert_close, run_both
 
 ov = pytest.importorskip("openvino")
@@ -239,11 +242,9 @@ def test_invalid_attribute_is_refused_by_name(tmp_path, old, new, named):
         b2s_onnx.convert_ir(xml)
 
 
-def _compare_saved(xml, feeds, reference_xml=None):
+def compare_saved(xml, feeds, reference_xml=None):
     """Converts ``xml`` and compares it with OpenVINO running ``reference_xml`` (default:
     the same file)."""
-    from b2s_onnx.parity.runtime import run_onnxruntime
-
     converted = b2s_onnx.convert_ir(xml)
     onnx.checker.check_model(converted, full_check=True)
     ours = run_onnxruntime(converted, feeds)
@@ -288,7 +289,7 @@ def test_lstm_cell_v1_peepholes_and_ignored_attributes(tmp_path, key, value):
     _set_peepholes(xml, weights([3 * H], 5))
     xml.write_text(re.sub(f'{key}="[a-z]+"', f'{key}="{value}"', xml.read_text()))
     feeds = {"x": weights([N, INPUT], 6), "h": weights([N, H], 7), "c": weights([N, H], 8)}
-    assert_close(_compare_saved(xml, feeds), **TOLERANCE)
+    assert_close(compare_saved(xml, feeds), **TOLERANCE)
 
 
 @pytest.mark.parametrize("direction", ["forward", "bidirectional"])
@@ -307,4 +308,53 @@ def test_lstm_sequence_v1_computes_as_v5(tmp_path, direction):
     )
     relabelled.with_suffix(".bin").write_bytes(reference.with_suffix(".bin").read_bytes())
     feeds = {f"in{i}": weights(s, 10 + i) for i, s in enumerate(shapes)}
-    assert_close(_compare_saved(relabelled, feeds, reference), **TOLERANCE)
+    assert_close(compare_saved(relabelled, feeds, reference), **TOLERANCE)
+
+
+def onnx_to_ir(tmp_path, graph, name="source"):
+    """What OpenVINO's own converter writes for an ONNX graph, saved as IR."""
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)])
+    model.ir_version = 8
+    source = tmp_path / f"{name}.onnx"
+    onnx.save(model, source)
+    xml = tmp_path / f"{name}.xml"
+    ov.save_model(ov.convert_model(str(source)), xml, compress_to_fp16=False)
+    return xml
+
+
+@pytest.mark.parametrize(
+    ("op", "gates", "extra"),
+    [
+        ("LSTM", 4, {"direction": "bidirectional"}),
+        ("GRU", 3, {"direction": "reverse", "linear_before_reset": 1}),
+        ("GRU", 3, {"direction": "bidirectional", "linear_before_reset": 0}),
+        ("RNN", 1, {"direction": "forward", "activations": ["Relu"]}),
+    ],
+)
+def test_openvino_converter_output_with_dynamic_dims(tmp_path, op, gates, extra):
+    """ONNX recurrent ops through OpenVINO's converter (Sequence ops between ShapeOf and
+    Transpose plumbing), time and batch dims left dynamic."""
+    dirs = 2 if extra["direction"] == "bidirectional" else 1
+    initializers = [
+        numpy_helper.from_array(weights([dirs, gates * H, INPUT], 0), "W"),
+        numpy_helper.from_array(weights([dirs, gates * H, H], 1), "R"),
+        numpy_helper.from_array(weights([dirs, 2 * gates * H], 2), "B"),
+    ]
+    outputs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    graph = oh.make_graph(
+        [oh.make_node(op, ["X", "W", "R", "B"], outputs, hidden_size=H, **extra)],
+        "recurrent",
+        [oh.make_tensor_value_info("X", TensorProto.FLOAT, ["T", "N", INPUT])],
+        [oh.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+        initializers,
+    )
+    xml = onnx_to_ir(tmp_path, graph)
+    for steps, batch in ((T, N), (T + 2, 1)):
+        feeds = {"X": weights([steps, batch, INPUT], steps)}
+        assert_close(compare_saved(xml, feeds), **TOLERANCE)
+
+
+def test_fp16_compressed_sequence_computes_in_f32(tmp_path):
+    build, shapes = build_sequence("LSTM", "bidirectional", [T, T - 1])
+    pairs, _ = run_both(tmp_path, build, shapes, compress=True)
+    assert_close(pairs, atol=1e-3, rtol=1e-3)
