@@ -107,6 +107,55 @@ def test_if_runs_the_chosen_branch_with_data_movement_inside(tmp_path, condition
     assert not any(n.domain for n in model.graph.node)
 
 
+def test_tensor_iterator_part_size_invariant_input_and_last_scan_value(tmp_path):
+    """Two time steps per iteration, a weight fed as an invariant input, and a last-value
+    output that no back edge carries (taken from the scan of every iteration)."""
+
+    def build(x, h0, scale):
+        x_t = o8.parameter([N, 2, C], F32, name="x_t")
+        h = o8.parameter([N, C], F32, name="h")
+        k = o8.parameter([C], F32, name="k")
+        pair = o8.reduce_sum(x_t, o8.constant(np.asarray([1])), False)
+        new = o8.tanh(o8.add(o8.multiply(pair, k), o8.matmul(h, matrix(2), False, False)))
+        doubled = o8.multiply(new, o8.constant(F32(2)))
+        body = ov.Model([new, doubled], [x_t, h, k])
+        ti = o8.tensor_iterator()
+        ti.set_body(body)
+        ti.set_sliced_input(x_t, x.output(0), 0, 2, 2, -1, 1)
+        ti.set_merged_input(h, h0.output(0), body.outputs[0])
+        ti.set_invariant_input(k, scale.output(0))
+        return [ti.get_iter_value(body.outputs[1], -1), ti.get_iter_value(body.outputs[0], -1)]
+
+    pairs, _ = run_both(tmp_path, build, [[N, 6, C], [N, C], [C]])
+    assert_close(pairs, **TOLERANCE)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_loop_slices_its_input_and_numbers_iterations_in_i32(tmp_path, compress):
+    """Loop-5 with a sliced input, an i32 current-iteration parameter and f16-compressed
+    weights inside the body (their decompression folds inside the body)."""
+
+    def build(x):
+        i = o8.parameter([1], np.int32, name="i")
+        x_t = o8.parameter([1, C], F32, name="x_t")
+        acc = o8.parameter([1, C], F32, name="acc")
+        step = o8.matmul(o8.add(x_t, o8.convert(i, "f32")), matrix(3), False, False)
+        new = o8.add(acc, step)
+        body = ov.Model([o8.constant(True), new], [i, x_t, acc])
+        loop = o8.loop(o8.constant(np.int64(T)), o8.constant(True))
+        loop.set_function(body)
+        loop.set_special_body_ports([0, 0])
+        loop.set_sliced_input(x_t, x.output(0), 0, 1, 1, -1, 0)
+        loop.set_merged_input(acc, o8.constant(np.zeros([1, C], F32)).output(0), body.outputs[1])
+        return [
+            loop.get_iter_value(body.outputs[1], -1),
+            loop.get_concatenated_slices(body.outputs[1], 0, 1, 1, -1, 0),
+        ]
+
+    pairs, _ = run_both(tmp_path, build, [[T, C]], compress=compress)
+    assert_close(pairs, atol=1e-4 if compress else 1e-5, rtol=1e-5)
+
+
 def _saved_tensor_iterator(tmp_path):
     def build(x, h0):
         body, x_t, h = recurrent_body()
