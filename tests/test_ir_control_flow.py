@@ -82,6 +82,26 @@ def test_loop_trip_count_condition_and_iteration_number(tmp_path, trip_count, st
     assert_close(pairs, **TOLERANCE)
 
 
+@pytest.mark.parametrize("trip_count", [-1, 2, 9])
+def test_loop_trip_count_given_at_run_time(tmp_path, trip_count):
+    """A negative run-time trip count means no bound, as OpenVINO's -1 does."""
+
+    def build(x, trips):
+        i = o8.parameter([], np.int64, name="i")
+        acc = o8.parameter([N, C], F32, name="acc")
+        new = o8.add(acc, o8.convert(i, "f32"))
+        body = ov.Model([o8.less(i, o8.constant(np.int64(4))), new], [i, acc])
+        loop = o8.loop(trips, o8.constant(True))
+        loop.set_function(body)
+        loop.set_special_body_ports([0, 0])
+        loop.set_merged_input(acc, x.output(0), body.outputs[1])
+        return [loop.get_iter_value(body.outputs[1], -1)]
+
+    feeds = {"in0": np.ones([N, C], F32), "in1": np.asarray(trip_count, np.int64)}
+    pairs, _ = run_both(tmp_path, build, [[N, C], []], [F32, np.int64], feeds=feeds)
+    assert_close(pairs, **TOLERANCE)
+
+
 @pytest.mark.parametrize("condition", [True, False])
 def test_if_runs_the_chosen_branch_with_data_movement_inside(tmp_path, condition):
     def build(a, b):

@@ -216,9 +216,14 @@ def loop(ctx, layer, inputs):
     links = port_map(layer)
     trip = ctx.value(inputs[0])
     if trip is not None and int(np.asarray(trip).reshape(-1)[0]) < 0:
-        trip_count = ""
+        trip_count = ""  # OpenVINO's -1: as many iterations as the condition allows
     else:
         trip_count = ctx.one("Reshape", [ctx.int64(inputs[0]), _i64(ctx, "scalar", [])])
+        if trip is None:
+            unbounded = ctx.one("Less", [trip_count, _i64(ctx, "zero", 0)])
+            trip_count = ctx.one(
+                "Where", [unbounded, _i64(ctx, "unbounded", np.iinfo(np.int64).max), trip_count]
+            )
     condition = inputs[1]
     if ctx.type_of(condition) != TensorProto.BOOL:
         condition = ctx.one("Cast", [condition], to=TensorProto.BOOL)
