@@ -41,6 +41,7 @@ COVERED_LAYERS = {
     ("LSTMCell", "opset4"),
     ("GRUCell", "opset3"),
     ("RNNCell", "opset1"),
+    ("RNNCell", "opset3"),
     ("LSTMSequence", "opset1"),
     ("LSTMSequence", "opset5"),
     ("GRUSequence", "opset5"),
@@ -358,3 +359,20 @@ def test_fp16_compressed_sequence_computes_in_f32(tmp_path):
     build, shapes = build_sequence("LSTM", "bidirectional", [T, T - 1])
     pairs, _ = run_both(tmp_path, build, shapes, compress=True)
     assert_close(pairs, atol=1e-3, rtol=1e-3)
+
+
+def test_rnn_cell_labelled_opset3_reads_as_opset1(tmp_path):
+    """OpenVINO writes RNNCell as opset1 (its class predates opset3, where the spec lists
+    it) and reads either label; both convert."""
+    w, r, b = weights([H, INPUT], 0), weights([H, H], 1), weights([H], 2)
+    params = [o3.parameter([N, INPUT], F32, name="x"), o3.parameter([N, H], F32, name="h")]
+    cell = o3.rnn_cell(*params, w, r, b, H, ["relu"], [], [], 0.0)
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([cell], params), xml, compress_to_fp16=False)
+    text = xml.read_text()
+    assert 'type="RNNCell" version="opset1"' in text
+    xml.write_text(
+        text.replace('type="RNNCell" version="opset1"', 'type="RNNCell" version="opset3"')
+    )
+    feeds = {"x": weights([N, INPUT], 3), "h": weights([N, H], 4)}
+    assert_close(compare_saved(xml, feeds), **TOLERANCE)
