@@ -340,6 +340,27 @@ def test_bodies_nested_too_deep_are_refused(tmp_path, monkeypatch):
         b2s_onnx.convert_ir(xml)
 
 
+def test_unknown_special_port_purpose_is_refused(tmp_path):
+    def build(x):
+        i = o8.parameter([], np.int64, name="i")
+        acc = o8.parameter([N, C], F32, name="acc")
+        body = ov.Model([o8.constant(True), o8.add(acc, o8.convert(i, "f32"))], [i, acc])
+        loop = o8.loop(o8.constant(np.int64(3)), o8.constant(True))
+        loop.set_function(body)
+        loop.set_special_body_ports([0, 0])
+        loop.set_merged_input(acc, x.output(0), body.outputs[1])
+        return [loop.get_iter_value(body.outputs[1], -1)]
+
+    params = [o8.parameter([N, C], F32, name="x")]
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model(build(*params), params), xml, compress_to_fp16=False)
+    text = xml.read_text()
+    assert 'purpose="current_iteration"' in text
+    xml.write_text(text.replace('purpose="current_iteration"', 'purpose="elapsed_time"'))
+    with pytest.raises(B2SError, match="purpose='elapsed_time'"):
+        b2s_onnx.convert_ir(xml)
+
+
 def test_unsupported_layer_inside_a_body_is_reported(tmp_path):
     xml = _saved_tensor_iterator(tmp_path)
     text = xml.read_text()

@@ -45,6 +45,10 @@ class PortMap:
     back_edges: dict[str, str]
 
 
+#: The special body ports of Loop, by port-map entry kind.
+_PURPOSES = {"input": ("current_iteration",), "output": ("execution_condition",)}
+
+
 def _number(layer: Layer, tag: str, item: dict[str, str], key: str, default: int | None) -> int:
     text = item.get(key)
     if text is None:
@@ -79,6 +83,11 @@ def port_map(layer: Layer, tag: str = "port_map", body: str = "body") -> PortMap
             part_size=_number(layer, tag, item, "part_size", 1),
             purpose=item.get("purpose"),
         )
+        purposes = _PURPOSES[kind]
+        if link.purpose is not None and link.purpose not in purposes:
+            raise B2SError(
+                f"{layer.where()}: <{tag}> {kind} purpose='{link.purpose}' is not {purposes[0]}"
+            )
         wanted = "Parameter" if kind == "input" else "Result"
         target = network.layers.get(link.body_layer)
         if target is None or target.type != wanted:
