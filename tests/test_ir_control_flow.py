@@ -4,12 +4,14 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
+from b2s_onnx.parity.runtime import run_onnxruntime
 from tests.test_ir_ops import assert_close, run_both
 from tests.test_ir_recurrent import compare_saved, onnx_to_ir
 
@@ -370,3 +372,18 @@ def test_unsupported_layer_inside_a_body_is_reported(tmp_path):
     kept = b2s_onnx.convert_ir(xml, keep_unsupported=True)
     body = next(n for n in kept.graph.node if n.op_type == "Loop").attribute[0].g
     assert any(n.op_type == "NoSuchOp" for n in body.node)
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+def test_bodies_convert_at_every_target_opset(tmp_path, opset):
+    xml = onnx_to_ir(tmp_path, _loop_graph(nested_if=True))
+    model = b2s_onnx.convert_ir(xml, opset=opset)
+    onnx.checker.check_model(model, full_check=True)
+    feeds = {"M": np.asarray(3, np.int64), "a0": np.ones([N], F32), "k": np.asarray([0.5], F32)}
+    ours = run_onnxruntime(model, feeds)
+    core = ov.Core()
+    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    theirs = compiled(feeds)
+    for port in compiled.outputs:
+        name = next(n for n in ours if n in port.get_names())
+        np.testing.assert_allclose(ours[name], np.asarray(theirs[port]), **TOLERANCE)
