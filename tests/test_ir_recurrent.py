@@ -232,6 +232,7 @@ def _saved_sequence(tmp_path, family="LSTM"):
         ('direction="forward"', 'direction="sideways"', "direction"),
         ('hidden_size="5"', 'hidden_size="0"', "hidden_size"),
         ('clip="0"', 'clip="-1"', "clip"),
+        ('hidden_size="5"', 'hidden_size="4"', "hidden_size=4"),
     ],
 )
 def test_invalid_attribute_is_refused_by_name(tmp_path, old, new, named):

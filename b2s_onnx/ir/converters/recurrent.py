@@ -209,6 +209,18 @@ def _emit(
     ctx.node(family.onnx_op, operands, outputs, **_onnx_attrs(layer, family, direction))
 
 
+def _check_weights(ctx: ConversionContext, layer: Layer, family: _Family, w: str, r: str) -> None:
+    """The stacked weights must hold one block of hidden_size rows per gate."""
+    rows = family.gates * layer.attrs["hidden_size"]
+    for tensor, what in ((w, "W"), (r, "R")):
+        shape = ctx.shape(tensor)
+        if shape is not None and len(shape) >= 2 and shape[-2] not in (None, rows):
+            raise B2SError(
+                f"{layer.where()}: {what} has {shape[-2]} rows but hidden_size="
+                f"{layer.attrs['hidden_size']} needs {family.gates} x hidden_size = {rows}"
+            )
+
+
 def _restore(ctx: ConversionContext, tensor: str, output: str, kind: int, **attrs) -> None:
     """Transposes or squeezes an ONNX output into the layer's output, casting back."""
     op = "Transpose" if "perm" in attrs else "Squeeze"
@@ -224,6 +236,7 @@ def _sequence(ctx: ConversionContext, layer: Layer, inputs: list[str], family: _
     lengths, w, r, b = inputs[1 + family.states : 5 + family.states]
     peepholes = inputs[5 + family.states] if len(inputs) > 5 + family.states else None
     direction = layer.attrs["direction"]
+    _check_weights(ctx, layer, family, w, r)
     time_major = ctx.one("Transpose", [inputs[0]], perm=[1, 0, 2])
     state_inputs = [ctx.one("Transpose", [s], perm=[1, 0, 2]) for s in states]
     results = [ctx.tmp("y"), *(ctx.tmp("state") for _ in states)]
@@ -259,6 +272,7 @@ def _cell(ctx: ConversionContext, layer: Layer, inputs: list[str], family: _Fami
     states = inputs[1 : 1 + family.states]
     w, r, b = inputs[1 + family.states : 4 + family.states]
     peepholes = inputs[4 + family.states] if len(inputs) > 4 + family.states else None
+    _check_weights(ctx, layer, family, w, r)
     results = ["", *(ctx.tmp("state") for _ in states)]
     kind = _compute_type(ctx, inputs[0])
     _emit(
