@@ -5,11 +5,15 @@ as run-time inputs."""
 from __future__ import annotations
 
 import re
+import tempfile
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from onnx import TensorProto, numpy_helper
 from onnx import helper as oh
 
@@ -377,3 +381,72 @@ def test_rnn_cell_labelled_opset3_reads_as_opset1(tmp_path):
     )
     feeds = {"x": weights([N, INPUT], 3), "h": weights([N, H], 4)}
     assert_close(compare_saved(xml, feeds), **TOLERANCE)
+
+
+ACTIVATION_NAMES = ["sigmoid", "tanh", "relu"]
+
+
+@st.composite
+def sequence_cases(draw):
+    family = draw(st.sampled_from(["LSTM", "GRU", "RNN"]))
+    steps = draw(st.integers(1, 5))
+    batch = draw(st.integers(1, 3))
+    return {
+        "family": family,
+        "direction": draw(st.sampled_from(["forward", "reverse", "bidirectional"])),
+        "steps": steps,
+        "batch": batch,
+        "hidden": draw(st.integers(1, 6)),
+        "inputs": draw(st.integers(1, 4)),
+        "lengths": draw(st.lists(st.integers(1, steps), min_size=batch, max_size=batch)),
+        "activations": draw(
+            st.lists(
+                st.sampled_from(ACTIVATION_NAMES),
+                min_size=len(DEFAULT_ACTIVATIONS[family]),
+                max_size=len(DEFAULT_ACTIVATIONS[family]),
+            )
+        ),
+        "clip": draw(st.sampled_from([0.0, 0.25, 3.0])),
+        "lbr": family == "GRU" and draw(st.booleans()),
+        "seed": draw(st.integers(0, 2**16)),
+    }
+
+
+@given(case=sequence_cases())
+def test_any_sequence_matches_openvino(case):
+    """Random sizes, directions, lengths, activations and clips: OpenVINO's outputs."""
+    family, hidden, dirs = (
+        case["family"],
+        case["hidden"],
+        1 + (case["direction"] == "bidirectional"),
+    )
+    gates, seed = GATES[family], case["seed"]
+    w = weights([dirs, gates * hidden, case["inputs"]], seed)
+    r = weights([dirs, gates * hidden, hidden], seed + 1)
+    b = weights([dirs, (gates + case["lbr"]) * hidden], seed + 2)
+    shapes = [[case["batch"], case["steps"], case["inputs"]], [case["batch"], dirs, hidden]]
+    shapes += [shapes[1]] if family == "LSTM" else []
+    params = [o1.parameter(s, F32, name=f"in{i}") for i, s in enumerate(shapes)]
+    lengths = o1.constant(np.asarray(case["lengths"], np.int32))
+    common = {"activations": case["activations"], "clip": case["clip"]}
+    if family == "LSTM":
+        node = o5.lstm_sequence(*params, lengths, w, r, b, hidden, case["direction"], **common)
+    elif family == "GRU":
+        node = o5.gru_sequence(
+            *params,
+            lengths,
+            w,
+            r,
+            b,
+            hidden,
+            case["direction"],
+            linear_before_reset=case["lbr"],
+            **common,
+        )
+    else:
+        node = o5.rnn_sequence(*params, lengths, w, r, b, hidden, case["direction"], **common)
+    with tempfile.TemporaryDirectory() as folder:
+        xml = Path(folder) / "model.xml"
+        ov.save_model(ov.Model(node.outputs(), params), xml, compress_to_fp16=False)
+        feeds = {f"in{i}": weights(s, seed + 3 + i) for i, s in enumerate(shapes)}
+        assert_close(compare_saved(xml, feeds), atol=1e-4, rtol=1e-4)
