@@ -16,6 +16,7 @@ from tests.test_ir_ops import assert_close, run_both
 from tests.test_ir_recurrent import compare_saved, onnx_to_ir
 
 ov = pytest.importorskip("openvino")
+import openvino.opset4 as o4  # noqa: E402
 import openvino.opset8 as o8  # noqa: E402
 
 pytestmark = pytest.mark.openvino
@@ -127,6 +128,46 @@ def test_if_runs_the_chosen_branch_with_data_movement_inside(tmp_path, condition
     pairs, model = run_both(tmp_path, build, [[1, 4, 2, 2], [1]])
     assert_close(pairs, exact=True)
     assert not any(n.domain for n in model.graph.node)
+
+
+def test_tensor_iterator_around_an_lstm_cell(tmp_path):
+    """What OpenVINO's converters write for a Keras/TensorFlow LSTM: a TensorIterator over
+    time whose body is an LSTMCell, with the hidden and cell states on back edges."""
+    hidden = 3
+    rng = np.random.default_rng(4)
+
+    def init(shape):
+        return (rng.standard_normal(shape) * 0.5).astype(F32)
+
+    def build(x, h0, c0):
+        x_t = o8.parameter([N, 1, C], F32, name="x_t")
+        h = o8.parameter([N, hidden], F32, name="h")
+        cell_state = o8.parameter([N, hidden], F32, name="c")
+        step = o8.squeeze(x_t, o8.constant(np.asarray([1])))
+        cell = o4.lstm_cell(
+            step,
+            h,
+            cell_state,
+            init([4 * hidden, C]),
+            init([4 * hidden, hidden]),
+            init([4 * hidden]),
+            hidden,
+        )
+        stacked = o8.unsqueeze(cell.output(0), o8.constant(np.asarray([1])))
+        body = ov.Model([cell.output(0), cell.output(1), stacked.output(0)], [x_t, h, cell_state])
+        ti = o8.tensor_iterator()
+        ti.set_body(body)
+        ti.set_sliced_input(x_t, x.output(0), 0, 1, 1, -1, 1)
+        ti.set_merged_input(h, h0.output(0), body.outputs[0])
+        ti.set_merged_input(cell_state, c0.output(0), body.outputs[1])
+        return [
+            ti.get_concatenated_slices(body.outputs[2], 0, 1, 1, -1, 1),
+            ti.get_iter_value(body.outputs[0], -1),
+            ti.get_iter_value(body.outputs[1], -1),
+        ]
+
+    pairs, _ = run_both(tmp_path, build, [[N, T, C], [N, hidden], [N, hidden]])
+    assert_close(pairs, **TOLERANCE)
 
 
 def test_tensor_iterator_part_size_invariant_input_and_last_scan_value(tmp_path):
