@@ -95,11 +95,15 @@ def _gate_order(family: _Family) -> list[int]:
     return _LSTM_ORDER if family is _LSTM else list(range(family.gates))
 
 
+def _gate_rows(order: list[int], hidden: int) -> np.ndarray:
+    return np.concatenate([np.arange(g * hidden, (g + 1) * hidden) for g in order])
+
+
 def _reorder(ctx: ConversionContext, tensor: str, axis: int, order: list[int], hidden: int) -> str:
     """Stacked gate blocks of ``hidden`` rows along ``axis``, put in ``order``."""
     if order == sorted(order):
         return tensor
-    rows = np.concatenate([np.arange(g * hidden, (g + 1) * hidden) for g in order])
+    rows = _gate_rows(order, hidden)
     value = ctx.value(tensor)
     if value is not None:
         return ctx.const("gates", np.take(value, rows, axis=axis))
@@ -117,12 +121,10 @@ def _onnx_bias(
     lbr = family is _GRU and layer.attrs["linear_before_reset"]
     if value is not None:
         value = value.reshape(dirs, -1)
+        recurrent = np.zeros((dirs, width), dtype)
         if lbr:
-            recurrent = np.zeros((dirs, width), dtype)
             recurrent[:, 2 * hidden :] = value[:, width:]
             value = value[:, :width]
-        else:
-            recurrent = np.zeros((dirs, width), dtype)
         value = np.take(value, _gate_rows(_gate_order(family), hidden), axis=1)
         return ctx.const("bias", np.concatenate([value, recurrent], axis=1))
     if lbr:
@@ -138,10 +140,6 @@ def _onnx_bias(
     return ctx.one(
         "Concat", [reordered, ctx.const("zeros", np.zeros((dirs, width), dtype))], axis=1
     )
-
-
-def _gate_rows(order: list[int], hidden: int) -> np.ndarray:
-    return np.concatenate([np.arange(g * hidden, (g + 1) * hidden) for g in order])
 
 
 def _compute_type(ctx: ConversionContext, tensor: str) -> int:
