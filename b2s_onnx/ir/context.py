@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.quantization import DequantizedConstants
 from b2s_onnx.ir.reader import IRModel, Layer
-from b2s_onnx.ir.weights import element_type, onnx_type
+from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering._emit import NameAllocator
 
 NUMPY_OF_ONNX = {
@@ -55,6 +55,8 @@ class ConversionContext:
         self.dequantized = DequantizedConstants()
         #: Remarks for the conversion report (what was kept in another form, and why).
         self.notes: list[str] = []
+        #: Where Const layers read their data (set by the driver; bodies share it).
+        self.weights: Weights | None = None
 
     # -- naming ----------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ shape is checked against the shapes the IR declares on its ports.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from onnx.reference import ReferenceEvaluator
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import infer_infos
+from b2s_onnx.graph.walk import subgraphs, used_names
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
@@ -62,8 +63,20 @@ class ConversionResult:
     notes: list[str] = field(default_factory=list)
 
 
+def _with_bodies(layers: Iterable[Layer]) -> Iterator[Layer]:
+    """The layers and, depth first, those of their TensorIterator/Loop/If bodies."""
+    for layer in layers:
+        yield layer
+        for body in layer.bodies.values():
+            yield from _with_bodies(body.layers.values())
+
+
 def _unsupported(order: list[Layer]) -> list[Layer]:
-    return [layer for layer in order if layer.type not in _STRUCTURAL and find(layer) is None]
+    return [
+        layer
+        for layer in _with_bodies(order)
+        if layer.type not in _STRUCTURAL and find(layer) is None
+    ]
 
 
 def _parameter_info(ctx: ConversionContext, layer: Layer) -> onnx.ValueInfoProto:
@@ -169,6 +182,41 @@ def _check_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[La
                 )
 
 
+def convert_layers(
+    ctx: ConversionContext, order: list[Layer], progress: Callable[[], object] | None = None
+) -> list[tuple[Layer, str]]:
+    """Converts one network's layers (checked, in topological order) into ``ctx.nodes``,
+    folding constant layers; returns each Result with the tensor it reads. Bodies of
+    TensorIterator/Loop/If come through here too, each with its own context."""
+    results: list[tuple[Layer, str]] = []
+    for layer in order:
+        if progress is not None:
+            progress()
+        ctx.begin(layer)
+        if layer.type == "Const":
+            ctx.add_constant(ctx.out(layer), ctx.weights.const(layer))
+            continue
+        if layer.type == "Parameter":
+            continue
+        inputs = ctx.inputs(layer)
+        if layer.type == "Result":
+            if len(inputs) != 1:
+                raise B2SError(f"{layer.where()}: a Result takes exactly one input")
+            results.append((layer, inputs[0]))
+            continue
+        start = len(ctx.nodes)
+        found = registration(layer)
+        if found is None:
+            _keep_as_custom(ctx, layer, inputs)
+            continue
+        with declared_only(layer, found.attrs):
+            found.converter(ctx, layer, inputs)
+        _fold(ctx, layer, inputs, start)
+        if ctx.int8 == "qdq":
+            note_layer(ctx, layer, inputs)
+    return results
+
+
 def convert_ir_model(
     xml_path: str | os.PathLike,
     bin_path: str | os.PathLike | None = None,
@@ -193,7 +241,7 @@ def convert_ir_model(
             f"{xml}: {len(unsupported)} unsupported layer(s): {listed} "
             "(--keep-unsupported writes them as custom-domain nodes)"
         )
-    needs_weights = any(layer.type == "Const" for layer in order)
+    needs_weights = any(layer.type == "Const" for layer in _with_bodies(order))
     weights_path = Path(bin_path) if bin_path is not None else xml.with_suffix(".bin")
     weights = Weights(weights_path if needs_weights or bin_path is not None else None)
 
@@ -209,35 +257,11 @@ def convert_ir_model(
             ctx.assign_output_names(layer)
     graph_inputs = [_parameter_info(ctx, layer) for layer in order if layer.type == "Parameter"]
 
-    results: list[tuple[Layer, str]] = []
     for layer in order:
         prepare(layer)
         check_arity(layer)
-    for layer in order:
-        if progress is not None:
-            progress()
-        ctx.begin(layer)
-        if layer.type == "Const":
-            ctx.add_constant(ctx.out(layer), weights.const(layer))
-            continue
-        if layer.type == "Parameter":
-            continue
-        inputs = ctx.inputs(layer)
-        if layer.type == "Result":
-            if len(inputs) != 1:
-                raise B2SError(f"{layer.where()}: a Result takes exactly one input")
-            results.append((layer, inputs[0]))
-            continue
-        start = len(ctx.nodes)
-        found = registration(layer)
-        if found is None:
-            _keep_as_custom(ctx, layer, inputs)
-            continue
-        with declared_only(layer, found.attrs):
-            found.converter(ctx, layer, inputs)
-        _fold(ctx, layer, inputs, start)
-        if ctx.int8 == "qdq":
-            note_layer(ctx, layer, inputs)
+    ctx.weights = weights
+    results = convert_layers(ctx, order, progress)
 
     if ctx.int8 == "qdq":
         dequantize_weights(ctx)
@@ -261,6 +285,7 @@ def convert_ir_model(
         )
 
     used = {n for node in ctx.nodes for n in node.input} | {o.name for o in graph_outputs}
+    used |= {n for node in ctx.nodes for sub in subgraphs(node) for n in used_names(sub)}
     graph = helper.make_graph(
         ctx.nodes,
         ir.name,

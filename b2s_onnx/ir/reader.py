@@ -45,6 +45,10 @@ class Layer:
     outputs: list[Port] = field(default_factory=list)
     #: Typed attribute values, parsed and checked against the converter's schema.
     attrs: dict[str, object] = field(default_factory=dict)
+    #: Nested networks of TensorIterator/Loop (``body``) and If (``then_body``,
+    #: ``else_body``), and their raw port maps and back edges (see ``ir.body``).
+    bodies: dict[str, IRModel] = field(default_factory=dict)
+    port_maps: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     def where(self) -> str:
         return f"layer {self.id} '{self.name}' ({self.type})"
@@ -151,6 +155,21 @@ def read_ir_xml(xml_path: str | os.PathLike) -> IRModel:
     raw_version = root.get("version", "")
     if not raw_version.isdigit() or int(raw_version) not in SUPPORTED_VERSIONS:
         raise _fail(path, f"IR version '{raw_version}' is not supported (supported: 10, 11)")
+    layers, edges, sources = _read_network(root, path, depth=0)
+    return IRModel(path, root.get("name", path.stem), int(raw_version), layers, edges, sources)
+
+
+#: Subgraph sections of a layer, and the sections describing how they connect.
+BODY_TAGS = ("body", "then_body", "else_body")
+PORT_MAP_TAGS = ("port_map", "then_port_map", "else_port_map", "back_edges")
+#: Deeper nesting of bodies than this is refused (it only serves to exhaust the stack).
+MAX_BODY_DEPTH = 16
+
+
+def _read_network(
+    root, path: Path, depth: int
+) -> tuple[dict[str, Layer], list[Edge], dict[tuple[str, int], tuple[str, int]]]:
+    """The ``<layers>`` and ``<edges>`` under ``root``: the model, or a layer's body."""
     layers_element = root.find("layers")
     edges_element = root.find("edges")
     if layers_element is None:
@@ -181,6 +200,7 @@ def read_ir_xml(xml_path: str | os.PathLike) -> IRModel:
             inputs=_ports(element.find("input"), path, where),
             outputs=_ports(element.find("output"), path, where),
         )
+        _read_bodies(element, layers[layer_id], path, depth)
 
     edges: list[Edge] = []
     sources: dict[tuple[str, int], tuple[str, int]] = {}
@@ -221,7 +241,22 @@ def read_ir_xml(xml_path: str | os.PathLike) -> IRModel:
         for port in layer.inputs:
             if (layer.id, port.id) not in sources:
                 raise _fail(path, f"{layer.where()} input port {port.id} is not connected")
-    return IRModel(path, root.get("name", path.stem), int(raw_version), layers, edges, sources)
+    return layers, edges, sources
+
+
+def _read_bodies(element, layer: Layer, path: Path, depth: int) -> None:
+    for tag in PORT_MAP_TAGS:
+        section = element.find(tag)
+        if section is not None:
+            layer.port_maps[tag] = [{"kind": item.tag, **dict(item.attrib)} for item in section]
+    for tag in BODY_TAGS:
+        section = element.find(tag)
+        if section is None:
+            continue
+        if depth >= MAX_BODY_DEPTH:
+            raise _fail(path, f"{layer.where()}: bodies nested deeper than {MAX_BODY_DEPTH}")
+        layers, edges, sources = _read_network(section, path, depth + 1)
+        layer.bodies[tag] = IRModel(path, f"{layer.name}/{tag}", 0, layers, edges, sources)
 
 
 def topological_order(model: IRModel) -> list[Layer]:

@@ -1,12 +1,14 @@
 """Layer converters, one module per op family; importing this package registers them all."""
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
+    control_flow,
     convolution,
     data_movement,
     detection,
     detection_output,
     elementwise,
     quantize,
+    recurrent,
     reduce,
     resize,
     shape_ops,
