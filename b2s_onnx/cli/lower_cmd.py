@@ -15,6 +15,7 @@ from b2s_onnx.cli._common import (
     parse_named_values,
     refuse_overwriting_input,
     tolerance_options,
+    warn,
 )
 from b2s_onnx.cli._model_output import output_options, write_model
 from b2s_onnx.cli._output import (
@@ -24,6 +25,7 @@ from b2s_onnx.cli._output import (
     quiet_option,
     verbose_option,
 )
+from b2s_onnx.cli._paths import model_file, output_file
 from b2s_onnx.cli.check_cmd import print_result
 from b2s_onnx.io import estimated_size, load_model_with_info
 from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
@@ -40,7 +42,7 @@ from b2s_onnx.parity import check
     "--output",
     type=click.Path(path_type=Path),
     required=True,
-    help="Where to write the lowered model.",
+    help="Where to write the lowered model (a folder: FOLDER/<MODEL stem>.onnx).",
 )
 @click.option(
     "--opset",
@@ -85,8 +87,12 @@ def lower_command(
 ) -> int:
     """Lower BatchToSpace/SpaceToBatch/DepthToSpace/SpaceToDepth nodes in MODEL."""
     report = Reporter(quiet, verbose)
+    model = model_file(model, ".onnx", "lower")
+    output = output_file(output, model)
     refuse_overwriting_input(model, output, inplace)
     tolerances = parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol")
+    if (atol or rtol) and not run_check:
+        warn("--atol/--rtol do nothing without --check")
     start = time.perf_counter()
     original, external = load_model_with_info(model)
     before, before_bytes = op_counts(original), estimated_size(original)

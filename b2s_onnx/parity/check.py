@@ -21,7 +21,7 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.io import load_model
 from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
 from b2s_onnx.parity.compare import compare as compare_arrays
-from b2s_onnx.parity.inputs import ValueRange, make_inputs
+from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
 from b2s_onnx.parity.references import one_line, run_reference
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.parity.task_compare import TaskComparison, compare_task, parse_task
@@ -59,6 +59,8 @@ class CheckResult:
     #: "openvino-cpu"; ``reference_detail`` says how it ran (stages, or why it fell back).
     reference: str = "onnx-reference"
     reference_detail: str = ""
+    #: Options that did nothing for this model (e.g. a --dim naming no dimension).
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -79,9 +81,7 @@ def load_onnx(model: onnx.ModelProto | str | os.PathLike, what: str = "model") -
         return model
     if isinstance(model, (str, os.PathLike)):
         return load_model(Path(model))
-    raise B2SError(
-        f"{what} must be an onnx.ModelProto or a path, not {type(model).__name__}"
-    )
+    raise B2SError(f"{what} must be an onnx.ModelProto or a path, not {type(model).__name__}")
 
 
 def _task_for(tasks: Tasks, output: str) -> str | None:
@@ -93,7 +93,8 @@ def _task_for(tasks: Tasks, output: str) -> str | None:
 def _with_task(
     report: OutputReport, task: str, expected: np.ndarray, actual: np.ndarray
 ) -> OutputReport:
-    outcome: TaskComparison = compare_task(parse_task(task), expected, actual, report.atol, report.rtol)
+    spec = parse_task(task)
+    outcome: TaskComparison = compare_task(spec, expected, actual, report.atol, report.rtol)
     report.comparison = outcome.to_dict()
     report.passed = outcome.passed
     report.reason = outcome.summary
@@ -162,9 +163,7 @@ def finish_check(
     try:
         actual = run_onnxruntime(model, feeds)
     except Exception as exc:
-        raise B2SError(
-            f"onnxruntime could not run the model under check: {one_line(exc)}"
-        ) from exc
+        raise B2SError(f"onnxruntime could not run the model under check: {one_line(exc)}") from exc
     timings["onnxruntime_s"] = time.perf_counter() - start
     reports = compare_outputs(names, expected, actual, atol, rtol, tasks)
     return CheckResult(
@@ -247,4 +246,5 @@ def check(
         lowered_nodes=lowered_nodes,
         reference=expected.label,
         reference_detail=expected.detail,
+        warnings=option_warnings(original, dim_sizes, compare),
     )

@@ -160,3 +160,29 @@ def make_inputs(
             rng, tensor.elem_type, shape, _range_for(value.name, ranges)
         )
     return feeds
+
+
+def option_warnings(
+    model: onnx.ModelProto,
+    dim_sizes: Mapping[str, int] | None,
+    compare: Mapping[str, str] | str | None = None,
+) -> list[str]:
+    """Options that name nothing in ``model`` and so do nothing: said, not refused."""
+    params = {
+        d.dim_param
+        for v in graph_inputs(model)
+        for d in v.type.tensor_type.shape.dim
+        if d.dim_param
+    }
+    messages = [
+        f"--dim {name} names no dimension of the model"
+        + (f" (symbolic: {', '.join(sorted(params))})" if params else " (it has none)")
+        for name in sorted(set(dim_sizes or {}) - params)
+    ]
+    outputs = {o.name for o in model.graph.output}
+    if isinstance(compare, Mapping):
+        messages += [
+            f"--compare {name}: no output of that name ({', '.join(sorted(outputs))})"
+            for name in sorted(set(compare) - outputs - {"*"})
+        ]
+    return messages

@@ -39,6 +39,7 @@ def run_onnx_reference(
     feeds: Mapping[str, np.ndarray],
     domains: Sequence[str],
     detail: str = "onnx's reference evaluator ran the whole model",
+    other: str = "onnxruntime",
 ) -> ReferenceRun:
     try:
         evaluator = ReferenceEvaluator(model, new_ops=reference_ops(domains))
@@ -48,7 +49,7 @@ def run_onnx_reference(
     except Exception as exc:
         raise B2SError(
             f"reference {ONNX_REFERENCE} failed ({type(exc).__name__}: {one_line(exc)}); "
-            "the model may still be fine: try --reference onnxruntime"
+            f"this is the reference's own failure: try --reference {other}"
         ) from exc
     names = [o.name for o in model.graph.output]
     return ReferenceRun(dict(zip(names, results, strict=True)), ONNX_REFERENCE, detail)
@@ -63,7 +64,8 @@ def run_reference(
     """Expected outputs of ``model`` under ``reference`` ("auto", "onnxruntime", "onnx")."""
     if reference not in ONNX_REFERENCES:
         raise B2SError(
-            f"unknown reference '{reference}' for an ONNX model ({', '.join(ONNX_REFERENCES)})"
+            f"reference '{reference}' does not apply to an ONNX model "
+            f"({', '.join(ONNX_REFERENCES)}; openvino is for IR .xml models)"
         )
     if reference == "onnx":
         return run_onnx_reference(model, feeds, domains)

@@ -18,7 +18,7 @@ the top classes) agree. Two modes judge what a user of the output sees instead:
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import numpy as np
 
