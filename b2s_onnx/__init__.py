@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 
 def lower(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto | str | os.PathLike,
     *,
     opset: int | None = None,
     domains: Iterable[str] = DEFAULT_DOMAINS,
@@ -34,8 +34,12 @@ def lower(
     raised to 13 if older. ``strategy`` ("auto", "direct", "staged") and
     ``native_depth_to_space`` (None: the planner decides) choose how permutations run, for
     sessions with ``threads`` intra-op threads (None: several); every choice computes the
-    same bits. Raises :class:`B2SError` for invalid input.
+    same bits. ``model`` may be a path, as for :func:`check` and :func:`inspect`. Raises
+    :class:`B2SError` for invalid input.
     """
+    from b2s_onnx.parity.check import load_onnx
+
+    model = load_onnx(model)
     options = LoweringOptions(
         native_depth_to_space=native_depth_to_space, strategy=strategy, threads=threads
     )

@@ -41,10 +41,11 @@ def model_file(path: Path, suffix: str, command: str) -> Path:
     return path
 
 
-def output_file(path: Path, source: Path, suffix: str = ".onnx") -> Path:
-    """Where to write: ``path``, or ``path/<source stem><suffix>`` for a folder (an existing
+def output_file(given: str, source: Path, suffix: str = ".onnx") -> Path:
+    """Where to write: ``given``, or ``given/<source stem><suffix>`` for a folder (an existing
     one, or a path written with a trailing slash). Its folder must exist."""
-    if path.is_dir() or str(path).endswith(("/", "\\")):
+    path = Path(given)
+    if path.is_dir() or given.endswith(("/", "\\")):
         path = path / f"{source.stem}{suffix}"
     return writable_file(path)
 
@@ -55,7 +56,10 @@ def writable_file(path: Path, option: str = "") -> Path:
     if path.is_dir():
         raise B2SError(f"{label}: is a folder; give a file name")
     parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise B2SError(f"{label}: {parent} is a file, not a folder")
     if not parent.is_dir():
-        what = "is not a folder" if parent.exists() else "does not exist"
-        raise B2SError(f"{label}: the folder {parent} {what} (create it first: mkdir -p {parent})")
+        raise B2SError(
+            f"{label}: the folder {parent} does not exist (create it first: mkdir -p {parent})"
+        )
     return path

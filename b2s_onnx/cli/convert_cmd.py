@@ -39,7 +39,7 @@ from b2s_onnx.lowering import LoweringOptions
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=click.Path(),  # a string: a trailing slash means "this folder"
     default=None,
     help="Where to write the ONNX model (default: MODEL with .onnx; a folder: "
     "FOLDER/<MODEL stem>.onnx).",
@@ -73,7 +73,7 @@ from b2s_onnx.lowering import LoweringOptions
 @handle_errors
 def convert_command(
     model: Path,
-    output: Path | None,
+    output: str | None,
     bin_path: Path | None,
     opset: int,
     keep_unsupported: bool,

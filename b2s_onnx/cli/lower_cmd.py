@@ -40,7 +40,7 @@ from b2s_onnx.parity import check
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=click.Path(),  # a string: a trailing slash means "this folder"
     required=True,
     help="Where to write the lowered model (a folder: FOLDER/<MODEL stem>.onnx).",
 )
@@ -72,7 +72,7 @@ from b2s_onnx.parity import check
 @handle_errors
 def lower_command(
     model: Path,
-    output: Path,
+    output: str,
     opset: int | None,
     domains: tuple[str, ...],
     run_check: bool,
@@ -88,8 +88,8 @@ def lower_command(
     """Lower BatchToSpace/SpaceToBatch/DepthToSpace/SpaceToDepth nodes in MODEL."""
     report = Reporter(quiet, verbose)
     model = model_file(model, ".onnx", "lower")
-    output = output_file(output, model)
-    refuse_overwriting_input(model, output, inplace)
+    target = output_file(output, model)
+    refuse_overwriting_input(model, target, inplace)
     tolerances = parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol")
     if (atol or rtol) and not run_check:
         warn("--atol/--rtol do nothing without --check")
@@ -123,14 +123,14 @@ def lower_command(
         )
     written = write_model(
         result.model,
-        output,
+        target,
         external=save_external_data,
         threshold=external_data_threshold,
         input_was_external=external,
     )
     report.print(
         before_after_table(
-            f"lowered {len(result.lowered)} node(s) -> {output}",
+            f"lowered {len(result.lowered)} node(s) -> {target}",
             before,
             after,
             before_bytes,

@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.parity.partitioned import (
@@ -22,7 +21,6 @@ from b2s_onnx.parity.partitioned import (
     custom_nodes_in_bodies,
     run_partitioned,
 )
-from b2s_onnx.parity.reference_ops import reference_ops
 
 #: ``--reference`` choices for ONNX models ("openvino" exists only for IR models).
 ONNX_REFERENCES = ("auto", "onnxruntime", "onnx")
@@ -41,6 +39,10 @@ def run_onnx_reference(
     detail: str = "onnx's reference evaluator ran the whole model",
     other: str = "onnxruntime",
 ) -> ReferenceRun:
+    from onnx.reference import ReferenceEvaluator  # slow to import; only when asked for
+
+    from b2s_onnx.parity.reference_ops import reference_ops
+
     try:
         evaluator = ReferenceEvaluator(model, new_ops=reference_ops(domains))
         results = evaluator.run(None, dict(feeds))
