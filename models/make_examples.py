@@ -23,8 +23,7 @@ def batch_to_space() -> onnx.ModelProto:
     return single_op_model(
         "BatchToSpace",
         ["N", 14, 14, 32],
-        index={"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 1, 0],
-               "crops_end": [0, 1, 1, 0]},
+        index={"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 1, 0], "crops_end": [0, 1, 1, 0]},
         node_name="b2s",
     )
 
@@ -34,11 +33,21 @@ def dilated_block() -> onnx.ModelProto:
     rng = np.random.default_rng(7)
     weights = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
     nodes = [
-        helper.make_node("SpaceToBatch", ["input", "block", "pads_begin", "pads_end"], ["s2b"],
-                         domain=DEFAULT_DOMAIN, name="space_to_batch"),
+        helper.make_node(
+            "SpaceToBatch",
+            ["input", "block", "pads_begin", "pads_end"],
+            ["s2b"],
+            domain=DEFAULT_DOMAIN,
+            name="space_to_batch",
+        ),
         helper.make_node("Conv", ["s2b", "weights"], ["conv"], name="conv", pads=[0, 0, 0, 0]),
-        helper.make_node("BatchToSpace", ["conv", "block", "crops_begin", "crops_end"],
-                         ["b2s"], domain=DEFAULT_DOMAIN, name="batch_to_space"),
+        helper.make_node(
+            "BatchToSpace",
+            ["conv", "block", "crops_begin", "crops_end"],
+            ["b2s"],
+            domain=DEFAULT_DOMAIN,
+            name="batch_to_space",
+        ),
         helper.make_node("Relu", ["b2s"], ["output"], name="relu"),
     ]
     initializers = [
@@ -50,13 +59,15 @@ def dilated_block() -> onnx.ModelProto:
         numpy_helper.from_array(weights, "weights"),
     ]
     graph = helper.make_graph(
-        nodes, "dilated_block",
+        nodes,
+        "dilated_block",
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 16, 16])],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, 16, 16])],
         initializers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid(DEFAULT_DOMAIN, 1)])
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DEFAULT_DOMAIN, 1)]
+    )
     model.ir_version = 8
     return model
 
@@ -64,8 +75,10 @@ def dilated_block() -> onnx.ModelProto:
 def depth_to_space_5d() -> onnx.ModelProto:
     """A 5-D DepthToSpace, which ONNX's own DepthToSpace (4-D only) cannot express."""
     return single_op_model(
-        "DepthToSpace", [1, 16, 4, 6, 5],
-        attributes={"block_size": 2, "mode": "depth_first"}, node_name="d2s",
+        "DepthToSpace",
+        [1, 16, 4, 6, 5],
+        attributes={"block_size": 2, "mode": "depth_first"},
+        node_name="d2s",
     )
 
 
@@ -87,7 +100,9 @@ def dilated_block_ir(xml_path: Path) -> None:
     data = ops.parameter([1, 8, 16, 16], np.float32, name="input")
     block = ops.constant(np.array([1, 1, 2, 2], np.int64))
     s2b = ops.space_to_batch(
-        data, block, ops.constant(np.array([0, 0, 2, 2], np.int64)),
+        data,
+        block,
+        ops.constant(np.array([0, 0, 2, 2], np.int64)),
         ops.constant(np.array([0, 0, 2, 2], np.int64)),
     )
     conv = ops.convolution(s2b, ops.constant(weights), [1, 1], [0, 0], [0, 0], [1, 1])

@@ -116,7 +116,8 @@ def _print_outcome(report: Reporter, record: dict) -> None:
         if not out["passed"] or report.verbose:
             report.out.print(
                 f"  {out['name']} {out['dtype']}{out['shape']}: "
-                f"{'ok' if out['passed'] else 'MISMATCH'} {out['reason']} "
+                f"{'ok' if out['passed'] else 'MISMATCH'}"
+                f"{' ' + out['reason'] if out['reason'] else ''} "
                 f"mismatches={out['mismatches']} max_abs={out['max_abs_error']:.3g} "
                 f"max_rel={out['max_rel_error']:.3g} atol={out['atol']:g} "
                 f"rtol={out['rtol']:g}",
