@@ -4,6 +4,7 @@ before any work; and what a batch prints while it runs."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -16,7 +17,7 @@ from click.testing import CliRunner
 from b2s_onnx.builders import single_op_model
 from models.make_examples import dilated_block
 from tests.hostile.make_corpus import WEIGHTS, tiny
-from tests.test_cli import INDEX, run
+from tests.test_cli import EXE, INDEX, run
 
 
 @pytest.fixture
@@ -243,3 +244,33 @@ def test_compare_reports_the_task_level_result_in_json(tmp_path):
     result = run("check", path, "--compare", "detections")
     assert result.returncode == 2
     assert "not one of detection rows" in one_error_line(result)
+
+
+def _on_a_terminal(*args: str) -> str:
+    """What a command writes to a (pseudo-)terminal, stdout and stderr together."""
+    pty = pytest.importorskip("pty")
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: replaced by the command
+        os.execv(EXE, [EXE, *args])
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # the terminal closes when the command exits
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.waitpid(pid, 0)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_a_single_check_shows_its_stages_on_a_terminal_only(tmp_path):
+    path = tmp_path / "dilated.onnx"
+    onnx.save(dilated_block(), path)
+    assert "running the lowered model" in _on_a_terminal("check", str(path))
+    piped = run("check", path)
+    assert piped.returncode == 0
+    assert piped.stderr == ""
+    assert "running" not in piped.stdout

@@ -22,8 +22,8 @@ from b2s_onnx.io import load_model
 from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
 from b2s_onnx.parity.compare import compare as compare_arrays
 from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
-from b2s_onnx.parity.references import one_line, run_reference
-from b2s_onnx.parity.runtime import run_onnxruntime
+from b2s_onnx.parity.references import run_reference
+from b2s_onnx.parity.runtime import first_line, run_onnxruntime
 from b2s_onnx.parity.task_compare import TaskComparison, compare_task, parse_task
 
 Tolerance = float | Mapping[str, float]
@@ -163,7 +163,8 @@ def finish_check(
     try:
         actual = run_onnxruntime(model, feeds)
     except Exception as exc:
-        raise B2SError(f"onnxruntime could not run the model under check: {one_line(exc)}") from exc
+        message = first_line(exc)
+        raise B2SError(f"onnxruntime could not run the model under check: {message}") from exc
     timings["onnxruntime_s"] = time.perf_counter() - start
     reports = compare_outputs(names, expected, actual, atol, rtol, tasks)
     return CheckResult(

@@ -15,7 +15,8 @@ from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
 from b2s_onnx.parity.check import CheckResult, Tasks, Tolerance, finish_check
 from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
-from b2s_onnx.parity.references import one_line, run_onnx_reference
+from b2s_onnx.parity.references import run_onnx_reference
+from b2s_onnx.parity.runtime import first_line
 
 #: A converted IR computes float math in another runtime, so last-bit differences are
 #: expected, and they grow with the magnitude of a value: an element passes when
@@ -127,7 +128,7 @@ def check_ir(
         except B2SError:
             raise
         except Exception as exc:
-            raise B2SError(f"reference openvino-cpu failed: {one_line(exc)}") from exc
+            raise B2SError(f"reference openvino-cpu failed: {first_line(exc)}") from exc
         label = "openvino-cpu"
         detail = "OpenVINO's CPU plugin, INFERENCE_PRECISION_HINT=f32"
     elif reference == "onnx":

@@ -29,7 +29,7 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import decode_tensor
 from b2s_onnx.graph.walk import outer_reads, subgraphs
 from b2s_onnx.ops import OP_MODULES, NodeRef
-from b2s_onnx.parity.runtime import run_onnxruntime
+from b2s_onnx.parity.runtime import first_line, run_onnxruntime
 
 #: What the report calls each reference.
 PARTITIONED = "onnxruntime+numpy-ops"
@@ -112,6 +112,7 @@ def run_partitioned(
     """The original's outputs: standard ops in onnxruntime, custom nodes in numpy."""
     graph = model.graph
     names = [o.name for o in graph.output]
+    returned = set(names)
     customs = [n for n in graph.node if is_custom(n, domains)]
     if not customs:
         outputs = _onnxruntime(model, feeds)
@@ -136,7 +137,7 @@ def run_partitioned(
             name
             for n in nodes
             for name in n.output
-            if name in names or readers.get(name, set()) - {(stage, False)}
+            if name in returned or readers.get(name, set()) - {(stage, False)}
         )
         if outputs:
             stage_model, stage_feeds = _stage_model(model, nodes, values, initializers, outputs)
@@ -159,9 +160,7 @@ def _onnxruntime(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> dic
     try:
         return run_onnxruntime(model, feeds)
     except Exception as exc:
-        text = str(exc).strip()
-        message = text.splitlines()[0] if text else type(exc).__name__
         raise B2SError(
             f"reference {PARTITIONED} failed: onnxruntime could not run the original model's "
-            f"standard ops ({message}); try --reference onnx"
+            f"standard ops ({first_line(exc)}); try --reference onnx"
         ) from exc

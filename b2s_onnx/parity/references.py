@@ -21,15 +21,10 @@ from b2s_onnx.parity.partitioned import (
     custom_nodes_in_bodies,
     run_partitioned,
 )
+from b2s_onnx.parity.runtime import first_line
 
 #: ``--reference`` choices for ONNX models ("openvino" exists only for IR models).
 ONNX_REFERENCES = ("auto", "onnxruntime", "onnx")
-
-
-def one_line(exc: BaseException) -> str:
-    """The first line of an exception's message: runtimes append multi-line context."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def run_onnx_reference(
@@ -50,7 +45,7 @@ def run_onnx_reference(
         raise
     except Exception as exc:
         raise B2SError(
-            f"reference {ONNX_REFERENCE} failed ({type(exc).__name__}: {one_line(exc)}); "
+            f"reference {ONNX_REFERENCE} failed ({type(exc).__name__}: {first_line(exc)}); "
             f"this is the reference's own failure: try --reference {other}"
         ) from exc
     names = [o.name for o in model.graph.output]
