@@ -161,6 +161,9 @@ def test_options_that_do_nothing_are_warned_about(tmp_path, onnx_file):
     assert "--dim Q names no dimension of the model (symbolic: N)" in one_error_line(
         result, "warning: "
     )
+    result = run("check", onnx_file, "--bin", onnx_file, "--dim", "N=4")
+    assert result.returncode == 0
+    assert "--bin does nothing for ONNX models" in one_error_line(result, "warning: ")
 
 
 def test_help_states_the_real_default_tolerances():

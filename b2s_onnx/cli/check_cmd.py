@@ -269,6 +269,8 @@ def check_command(
         if given is not None and not given.is_file():
             state = "is a folder" if given.is_dir() else "no such file"
             raise B2SError(f"{what} {given}: {state}")
+    if bin_path is not None and all(p.suffix.lower() != ".xml" for p in paths):
+        warn("--bin does nothing for ONNX models (it names an IR's weights)")
     options = {
         "lowered": str(lowered) if lowered else None,
         "inputs": str(inputs_file) if inputs_file else None,
