@@ -49,12 +49,15 @@ def test_quick_start_prints_what_the_readme_shows(tmp_path):
     assert matches(shown, result.stdout.splitlines()), result.stdout
 
 
-def _tour() -> list[tuple[str, list[str]]]:
+def _tour() -> list:
     body = body_after(TOUR)
-    return list(zip(session_commands(body), session_outputs(body), strict=True))
+    return [
+        pytest.param(command, shown, id=" ".join(command.split()[1:3]))
+        for command, shown in zip(session_commands(body), session_outputs(body), strict=True)
+    ]
 
 
-@pytest.mark.parametrize(("command", "shown"), _tour(), ids=lambda v: str(v)[:40])
+@pytest.mark.parametrize(("command", "shown"), _tour())
 def test_tour_commands_run_from_a_fresh_clone_as_shown(tmp_path, command, shown):
     if "../shared/" in command and not SHARED.is_dir():
         pytest.skip("the IR corpus is not beside this checkout")
