@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import b2s_onnx
@@ -197,8 +199,8 @@ def test_an_unknown_reference_is_refused():
 def test_lower_accepts_paths_and_refuses_other_types(tmp_path, bad):
     path = tmp_path / "m.onnx"
     onnx.save(chained_model(), path)
-    for given in (path, str(path)):
-        lowered = b2s_onnx.lower(given)
+    for as_path in (path, str(path)):
+        lowered = b2s_onnx.lower(as_path)
         assert not {n.domain for n in lowered.graph.node} & {DEFAULT_DOMAIN}
     with pytest.raises(B2SError, match=r"must be an onnx\.ModelProto or a path"):
         b2s_onnx.lower(bad)
@@ -207,3 +209,75 @@ def test_lower_accepts_paths_and_refuses_other_types(tmp_path, bad):
 def test_lower_of_a_folder_says_it_is_a_folder(tmp_path):
     with pytest.raises(B2SError, match="is a folder"):
         b2s_onnx.lower(tmp_path)
+
+
+def _random_dag(draw_ops: list[tuple[str, int, int]], outputs: list[int]) -> onnx.ModelProto:
+    """Standard ops and SpaceToDepth -> DepthToSpace round trips, each reading any earlier
+    tensor of the input's shape, so custom nodes land between, beside and after others."""
+    nodes, names = [], ["x"]
+    for index, (op, first, second) in enumerate(draw_ops):
+        a, b = names[first % len(names)], names[second % len(names)]
+        out = f"t{index}"
+        if op == "roundtrip":
+            nodes.append(
+                helper.make_node(
+                    "SpaceToDepth",
+                    [a],
+                    [f"{out}_s2d"],
+                    name=f"s2d{index}",
+                    domain=DEFAULT_DOMAIN,
+                    block_size=2,
+                    mode="blocks_first",
+                )
+            )
+            nodes.append(
+                helper.make_node(
+                    "DepthToSpace",
+                    [f"{out}_s2d"],
+                    [out],
+                    name=f"d2s{index}",
+                    domain=DEFAULT_DOMAIN,
+                    block_size=2,
+                    mode="depth_first",
+                )
+            )
+        elif op == "Add":
+            nodes.append(helper.make_node("Add", [a, b], [out], name=f"add{index}"))
+        else:
+            nodes.append(helper.make_node(op, [a], [out], name=f"{op}{index}"))
+        names.append(out)
+    returned = sorted({names[-1], *(names[1 + i % (len(names) - 1)] for i in outputs)})
+    graph = helper.make_graph(
+        nodes,
+        "dag",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 4, 6])],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in returned],
+        value_info=[
+            helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 4, 4, 6]) for n in names[1:]
+        ],
+    )
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(DEFAULT_DOMAIN, 1)]
+    )
+    model.ir_version = 8
+    return model
+
+
+OPS = st.tuples(
+    st.sampled_from(["roundtrip", "Neg", "Abs", "Add"]),
+    st.integers(0, 20),
+    st.integers(0, 20),
+)
+
+
+@given(st.lists(OPS, min_size=1, max_size=8), st.lists(st.integers(0, 20), max_size=3))
+def test_partitioned_reference_equals_onnx_reference_on_any_dag(ops, outputs):
+    """Exact ops only, so both references must agree bit for bit however the graph is cut."""
+    model = _random_dag(ops, outputs)
+    x = np.random.default_rng(0).standard_normal((1, 4, 4, 6)).astype(np.float32)
+    split = run_partitioned(model, {"x": x}, [DEFAULT_DOMAIN])
+    whole = run_reference(model, {"x": x}, [DEFAULT_DOMAIN], "onnx")
+    assert split.outputs.keys() == whole.outputs.keys()
+    for name, value in whole.outputs.items():
+        assert split.outputs[name].tobytes() == np.asarray(value).tobytes(), name
+    assert b2s_onnx.check(model).passed
