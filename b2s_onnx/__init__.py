@@ -19,7 +19,7 @@ __version__ = "0.1.0"
 
 
 def lower(
-    model: onnx.ModelProto,
+    model: onnx.ModelProto | str | os.PathLike,
     *,
     opset: int | None = None,
     domains: Iterable[str] = DEFAULT_DOMAINS,
@@ -37,8 +37,12 @@ def lower(
     sessions with ``threads`` intra-op threads (None: several); every choice computes the
     same bits. ``fuse=False`` turns off the rewrites around the lowering (atrous
     convolutions fused into one dilated Conv, Transpose pairs merged; see
-    :mod:`b2s_onnx.rewrites`). Raises :class:`B2SError` for invalid input.
+    :mod:`b2s_onnx.rewrites`). ``model`` may be a path, as for :func:`check` and
+    :func:`inspect`. Raises :class:`B2SError` for invalid input.
     """
+    from b2s_onnx.parity.check import load_onnx
+
+    model = load_onnx(model)
     options = LoweringOptions(
         native_depth_to_space=native_depth_to_space,
         strategy=strategy,

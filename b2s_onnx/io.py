@@ -84,6 +84,8 @@ def load_model(path: str | os.PathLike) -> onnx.ModelProto:
 def load_model_with_info(path: str | os.PathLike) -> tuple[onnx.ModelProto, bool]:
     """Like :func:`load_model`, also saying whether the model kept tensors in external data."""
     file = Path(path)
+    if file.is_dir():
+        raise B2SError(f"{file}: is a folder, not an ONNX model file")
     if not file.is_file():
         raise B2SError(f"{file}: no such file")
     try:

@@ -1,7 +1,8 @@
 """Regenerates the example models in this folder.
 
-Each model carries custom-domain nodes (``org.openvinotoolkit``) as an exporter that knows
-OpenVINO's ops would write them. Run: ``python models/make_examples.py``.
+Each ONNX model carries custom-domain nodes (``org.openvinotoolkit``) as an exporter that
+knows OpenVINO's ops would write them; ``ir/`` holds an OpenVINO IR for ``convert`` (written
+with the openvino package, a test dependency). Run: ``python models/make_examples.py``.
 """
 
 from __future__ import annotations
@@ -88,12 +89,39 @@ EXAMPLES = {
 }
 
 
+def dilated_block_ir(xml_path: Path) -> None:
+    """The dilated block as an OpenVINO IR: SpaceToBatch -> Convolution -> BatchToSpace ->
+    ReLU, the pattern OpenVINO keeps for TensorFlow's dilated convolutions."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    rng = np.random.default_rng(7)
+    weights = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    data = ops.parameter([1, 8, 16, 16], np.float32, name="input")
+    block = ops.constant(np.array([1, 1, 2, 2], np.int64))
+    s2b = ops.space_to_batch(
+        data,
+        block,
+        ops.constant(np.array([0, 0, 2, 2], np.int64)),
+        ops.constant(np.array([0, 0, 2, 2], np.int64)),
+    )
+    conv = ops.convolution(s2b, ops.constant(weights), [1, 1], [0, 0], [0, 0], [1, 1])
+    zeros = ops.constant(np.zeros(4, np.int64))
+    relu = ops.relu(ops.batch_to_space(conv, block, zeros, zeros))
+    relu.output(0).get_tensor().set_names({"output"})
+    model = ov.Model([relu], [data], "dilated_block")
+    ov.save_model(model, str(xml_path), compress_to_fp16=False)
+
+
 def main() -> None:
     for file_name, build in EXAMPLES.items():
         model = build()
         onnx.checker.check_model(model)
         onnx.save(model, HERE / file_name)
         print(f"wrote {HERE / file_name}")
+    (HERE / "ir").mkdir(exist_ok=True)
+    dilated_block_ir(HERE / "ir" / "dilated_block.xml")
+    print(f"wrote {HERE / 'ir' / 'dilated_block.xml'}")
 
 
 if __name__ == "__main__":

@@ -164,13 +164,16 @@ def test_runtime_index_inputs_need_given_values(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
-def test_float_model_needs_tolerances(tmp_path):
+def test_float_model_is_bit_exact_by_default_and_needs_tolerances_under_onnx_reference(tmp_path):
+    """The default reference runs the Conv in onnxruntime too: only the lowering is judged."""
     from models.make_examples import dilated_block
 
     path = tmp_path / "dilated.onnx"
     onnx.save(dilated_block(), path)
-    assert run("check", path).returncode == 1
-    assert run("check", path, "--atol", "1e-4", "--rtol", "output:1e-4").returncode == 0
+    assert run("check", path).returncode == 0
+    assert run("check", path, "--reference", "onnx").returncode == 1
+    tolerant = ("--atol", "1e-4", "--rtol", "output:1e-4")
+    assert run("check", path, "--reference", "onnx", *tolerant).returncode == 0
 
 
 @pytest.mark.parametrize("command", ["lower", "check", "convert", "inspect"])
@@ -268,8 +271,9 @@ def test_batch_exit_code_is_the_most_severe(tmp_path, model_file):
 
     mismatch = tmp_path / "dilated.onnx"
     onnx.save(dilated_block(), mismatch)
-    assert run("check", model_file, mismatch).returncode == 1
-    assert run("check", model_file, tmp_path / "missing.onnx", mismatch).returncode == 2
+    onnx_ref = ("--reference", "onnx")
+    assert run("check", model_file, mismatch, *onnx_ref).returncode == 1
+    assert run("check", model_file, tmp_path / "missing.onnx", mismatch, *onnx_ref).returncode == 2
 
 
 def test_external_data_round_trip(tmp_path):

@@ -24,12 +24,19 @@ def _load_npz(path: str | None) -> dict[str, np.ndarray] | None:
         raise B2SError(f"{path}: not a readable .npz file ({exc})") from exc
 
 
-def _check(model: Path, options: dict):
+def _check(model: Path, options: dict, progress=None):
+    if model.is_dir():
+        raise B2SError(f"{model}: is a folder, not a model file")
+    if not model.exists():
+        raise B2SError(f"{model}: no such file")
     common = {
         "inputs": _load_npz(options["inputs"]),
         "seed": options["seed"],
         "dim_sizes": options["dim_sizes"],
         "input_shapes": options["input_shapes"],
+        "val_range": options["val_range"],
+        "compare": options["compare"],
+        "progress": progress,
     }
     lowered = Path(options["lowered"]) if options["lowered"] else None
     if model.suffix.lower() == ".xml":
@@ -38,6 +45,8 @@ def _check(model: Path, options: dict):
         from b2s_onnx.parity.ir_check import check_ir
 
         bin_path = options["bin"]
+        if progress is not None:
+            progress("converting")
         conversion = convert_ir_model(model, bin_path)
         converted = load_model(lowered) if lowered else conversion.model
         return check_ir(
@@ -58,19 +67,21 @@ def _check(model: Path, options: dict):
         atol=options["atol"],
         rtol=options["rtol"],
         domains=options["domains"],
+        reference=options["reference"],
         **common,
     )
 
 
-def check_one(path: str, options: dict) -> dict:
-    """A JSON-ready record for one model; never raises."""
+def check_one(path: str, options: dict, progress=None) -> dict:
+    """A JSON-ready record for one model; never raises. ``progress(stage)`` hears each stage
+    (single-model runs on a terminal only: it is not sent to worker processes)."""
     model = Path(path)
     record: dict = {"model": path, "sha256": None, "status": None, "exit_code": None, "error": None}
     start = time.perf_counter()
     try:
         if model.is_file():
             record["sha256"] = file_sha256(model)
-        result = _check(model, options)
+        result = _check(model, options, progress)
         record.update(result.to_dict())
         record["exit_code"] = 0 if result.passed else 1
     except B2SError as exc:

@@ -27,6 +27,26 @@ no_fuse_option = click.option(
 )
 
 
+def one_line(text: str) -> str:
+    """Messages go to logs and CI annotations: one line, whatever the exception held."""
+    return " ".join(part.strip() for part in str(text).splitlines() if part.strip())
+
+
+def fail(message: str) -> None:
+    """The one line of an exit-2 error."""
+    click.echo(f"error: {one_line(message)}", err=True)
+
+
+def fail_internal(message: str) -> None:
+    """The one line of an exit-3 error: a bug of ours."""
+    click.echo(f"internal error: {one_line(message)} (rerun with --debug and report it)", err=True)
+
+
+def warn(message: str) -> None:
+    """One line for an option that does nothing here: accepted, but said so."""
+    click.echo(f"warning: {one_line(message)}", err=True)
+
+
 def handle_errors(command: Callable[..., int]) -> Callable[..., None]:
     """Maps outcomes to exit codes: B2SError -> 2, anything unexpected -> 3."""
 
@@ -46,21 +66,26 @@ def handle_errors(command: Callable[..., int]) -> Callable[..., None]:
         except B2SError as exc:
             if debug:
                 traceback.print_exc()
-            click.echo(f"error: {exc}", err=True)
+            fail(str(exc))
             sys.exit(EXIT_BAD_INPUT)
         except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt):
             raise
         except Exception as exc:
             if debug:
                 traceback.print_exc()
-            click.echo(
-                f"internal error: {type(exc).__name__}: {exc} (rerun with --debug and report it)",
-                err=True,
-            )
+            fail_internal(f"{type(exc).__name__}: {exc}")
             sys.exit(EXIT_INTERNAL)
         sys.exit(code)
 
     return wrapper
+
+
+#: The tolerance policy, stated once for every command's --help.
+TOLERANCE_DEFAULTS = (
+    "Default: bit-exact for ONNX lowering checks; for IR (.xml) checks 1e-4 "
+    "(1e-1 for IRs with FakeQuantize), and --rtol 1e-3. An element passes when "
+    "|actual - expected| <= atol + rtol * |expected|."
+)
 
 
 def tolerance_options(command: Callable) -> Callable:
@@ -69,14 +94,48 @@ def tolerance_options(command: Callable) -> Callable:
         "--rtol",
         multiple=True,
         metavar="[NAME:]VALUE",
-        help="Relative tolerance, for all outputs or one (default 0).",
+        help="Relative tolerance, for all outputs or one. See --atol for defaults.",
     )(command)
     return click.option(
         "--atol",
         multiple=True,
         metavar="[NAME:]VALUE",
-        help="Absolute tolerance, for all outputs or one (default 0: bit-exact).",
+        help=f"Absolute tolerance, for all outputs or one. {TOLERANCE_DEFAULTS}",
     )(command)
+
+
+def parse_value_ranges(items: tuple[str, ...]) -> dict[str, tuple[float, float]]:
+    """``name:[0,255]`` or ``*:[0,255]`` -> {"name": (0.0, 255.0)}, as given to --val-range."""
+    ranges: dict[str, tuple[float, float]] = {}
+    for item in items:
+        name, sep, bounds = item.rpartition(":")
+        try:
+            low, high = json.loads(bounds)
+            if not sep or not name or not float(low) <= float(high):
+                raise ValueError
+        except (ValueError, TypeError):
+            raise click.BadParameter(
+                f"'{item}' is not NAME:[LOW,HIGH] (or *:[LOW,HIGH]) with LOW <= HIGH",
+                param_hint="--val-range",
+            ) from None
+        ranges[name] = (float(low), float(high))
+    return ranges
+
+
+def parse_comparisons(items: tuple[str, ...]) -> str | dict[str, str] | None:
+    """``detections``, ``topk:5`` or ``NAME:detections`` / ``NAME:topk:5``, for --compare."""
+    from b2s_onnx.parity.task_compare import parse_task
+
+    tasks: dict[str, str] = {}
+    for item in items:
+        head, _, tail = item.partition(":")
+        name, task = ("*", item) if head in ("detections", "topk") else (head, tail)
+        try:
+            parse_task(task)
+        except B2SError as exc:
+            raise click.BadParameter(str(exc), param_hint="--compare") from None
+        tasks[name] = task
+    return tasks or None
 
 
 def parse_named_values(items: tuple[str, ...], what: str) -> float | dict[str, float]:

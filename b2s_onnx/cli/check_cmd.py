@@ -1,14 +1,18 @@
 """``b2s-onnx check``: does the lowering (or conversion) of each model compute what it means?
 
 Several models (or folders of them) are checked in one run, in parallel with ``--jobs``;
-the exit code is the most severe outcome: 3 internal error > 2 bad input > 1 mismatch > 0.
+each model's line is printed as soon as it finishes (in order of completion with ``--jobs``;
+the JSON report keeps the input order); the exit code is the most severe outcome:
+3 internal error > 2 bad input > 1 mismatch > 0.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 import click
@@ -22,13 +26,19 @@ from b2s_onnx.cli._common import (
     EXIT_MISMATCH,
     EXIT_OK,
     debug_option,
+    fail,
+    fail_internal,
     handle_errors,
+    parse_comparisons,
     parse_dim_sizes,
     parse_input_shapes,
     parse_named_values,
+    parse_value_ranges,
     tolerance_options,
+    warn,
 )
 from b2s_onnx.cli._output import Reporter, quiet_option, verbose_option
+from b2s_onnx.cli._paths import writable_file
 from b2s_onnx.errors import B2SError
 from b2s_onnx.lowering import DEFAULT_DOMAINS
 from b2s_onnx.parity import CheckResult
@@ -42,9 +52,13 @@ def print_result(result: CheckResult) -> None:
         f"parity {verdict} against {result.reference} (seed {result.seed}, "
         f"inputs {result.input_shapes})"
     )
+    for message in result.warnings:
+        warn(message)
     for out in result.outputs:
         mark = "ok" if out.passed else "MISMATCH"
         detail = f" ({out.reason}, {out.mismatches} element(s))" if not out.passed else ""
+        if out.comparison is not None:
+            detail = f" ({out.reason})"
         click.echo(
             f"  {out.name} {out.dtype}{out.shape}: {mark}{detail} max_abs={out.max_abs_error:.3g} "
             f"max_rel={out.max_rel_error:.3g} atol={out.atol:g} rtol={out.rtol:g}"
@@ -66,11 +80,22 @@ def _expand(models: tuple[Path, ...]) -> list[Path]:
 
 
 def _print_record(report: Reporter, record: dict) -> None:
+    """One model's outcome, flushed at once so that piped output streams too."""
+    try:
+        _print_outcome(report, record)
+    finally:
+        sys.stdout.flush()
+
+
+def _print_outcome(report: Reporter, record: dict) -> None:
+    for message in record.get("warnings", []):
+        warn(f"{record['model']}: {message}")
     if record["exit_code"] >= EXIT_BAD_INPUT:
-        label = "ERROR" if record["exit_code"] == EXIT_BAD_INPUT else "INTERNAL ERROR"
-        report.err.print(f"{label} {record['model']}: {record['error']}", markup=False)
+        error, model = record["error"], record["model"]
+        message = error if error.startswith(f"{model}:") else f"{model}: {error}"
         if record.get("traceback"):
-            report.err.print(record["traceback"], markup=False)
+            click.echo(record["traceback"], err=True)
+        (fail if record["exit_code"] == EXIT_BAD_INPUT else fail_internal)(message)
         return
     passed = record["exit_code"] == EXIT_OK
     if passed and report.quiet:
@@ -82,16 +107,32 @@ def _print_record(report: Reporter, record: dict) -> None:
         f"(max abs error {worst:.3g}, {record['seconds']:.2f} s)",
         markup=False,
     )
+    if report.verbose and record.get("reference_detail"):
+        report.out.print(f"  reference: {record['reference_detail']}", markup=False)
     for out in record["outputs"]:
+        if out.get("comparison") and (not out["passed"] or report.verbose):
+            report.out.print(f"  {out['name']}: {out['reason']}", markup=False)
+            continue
         if not out["passed"] or report.verbose:
             report.out.print(
                 f"  {out['name']} {out['dtype']}{out['shape']}: "
-                f"{'ok' if out['passed'] else 'MISMATCH'} {out['reason']} "
+                f"{'ok' if out['passed'] else 'MISMATCH'}"
+                f"{' ' + out['reason'] if out['reason'] else ''} "
                 f"mismatches={out['mismatches']} max_abs={out['max_abs_error']:.3g} "
                 f"max_rel={out['max_rel_error']:.3g} atol={out['atol']:g} "
                 f"rtol={out['rtol']:g}",
                 markup=False,
             )
+
+
+@contextlib.contextmanager
+def _stages(report: Reporter, path: Path):
+    """A status line naming the current stage of a single check, on a terminal only."""
+    if report.quiet or not report.err.is_terminal:
+        yield None
+        return
+    with report.err.status(f"{path}: starting") as status:
+        yield lambda stage: status.update(f"{path}: {stage}")
 
 
 def _summary(records: list[dict]) -> dict:
@@ -105,7 +146,8 @@ def _summary(records: list[dict]) -> dict:
     "check",
     epilog="Example:\n\n\b\n  b2s-onnx check models/batch_to_space.onnx --json report.json\n"
     "  b2s-onnx check models/ --jobs 4 --json report.json\n"
-    "  b2s-onnx check model.xml --reference openvino",
+    "  b2s-onnx check model.xml --val-range '*:[0,255]' --compare detections\n\n"
+    "Lines are printed as each model finishes (in order of completion with --jobs).",
 )
 @click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -122,6 +164,24 @@ def _summary(records: list[dict]) -> dict:
     help="Input values as an .npz archive keyed by input name.",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of random inputs.")
+@click.option(
+    "--val-range",
+    "val_ranges",
+    multiple=True,
+    metavar="NAME:[LO,HI]",
+    help="Range of an input's random values (*:[LO,HI] for all inputs): uniform floats, or "
+    "integers LO..HI for integer inputs. Default: standard normal (integers -1000..1000). "
+    "Image models: *:[0,255].",
+)
+@click.option(
+    "--compare",
+    "comparisons",
+    multiple=True,
+    metavar="[NAME:]detections|topk:K",
+    help="Judge an output at the task level: detections ([1,1,N,7] DetectionOutput rows, "
+    "matched by image, label and IoU >= 0.5; scores within tolerance) or topk:K (same "
+    "top-K classes). Default: element by element.",
+)
 @click.option(
     "--input-shapes",
     multiple=True,
@@ -145,11 +205,12 @@ def _summary(records: list[dict]) -> dict:
 )
 @click.option(
     "--reference",
-    type=click.Choice(["auto", "openvino", "onnx"]),
+    type=click.Choice(["auto", "onnxruntime", "openvino", "onnx"]),
     default="auto",
     show_default=True,
-    help="For an IR (.xml): OpenVINO's CPU plugin or onnx's reference evaluator; "
-    "auto uses OpenVINO when installed.",
+    help="What computes the expected outputs. ONNX models: onnxruntime (auto; the original's "
+    "standard ops in onnxruntime, custom nodes in numpy) or onnx (onnx's reference "
+    "evaluator). IR (.xml): openvino (auto when installed; its CPU plugin) or onnx.",
 )
 @click.option(
     "--bin",
@@ -182,6 +243,8 @@ def check_command(
     lowered: Path | None,
     inputs_file: Path | None,
     seed: int,
+    val_ranges: tuple[str, ...],
+    comparisons: tuple[str, ...],
     input_shapes: tuple[str, ...],
     dims: tuple[str, ...],
     atol: tuple[str, ...],
@@ -197,13 +260,23 @@ def check_command(
 ) -> int:
     """Check MODELS (.onnx, IR .xml, or folders of them): exit 1 if any output differs."""
     report = Reporter(quiet, verbose)
+    if json_path is not None:
+        writable_file(json_path, "--json")
     paths = _expand(models)
     if len(paths) > 1 and (lowered or bin_path or inputs_file):
         raise click.UsageError("--lowered, --bin and --inputs apply to a single MODEL")
+    for given, what in ((lowered, "--lowered"), (inputs_file, "--inputs"), (bin_path, "--bin")):
+        if given is not None and not given.is_file():
+            state = "is a folder" if given.is_dir() else "no such file"
+            raise B2SError(f"{what} {given}: {state}")
+    if bin_path is not None and all(p.suffix.lower() != ".xml" for p in paths):
+        warn("--bin does nothing for ONNX models (it names an IR's weights)")
     options = {
         "lowered": str(lowered) if lowered else None,
         "inputs": str(inputs_file) if inputs_file else None,
         "seed": seed,
+        "val_range": parse_value_ranges(val_ranges),
+        "compare": parse_comparisons(comparisons),
         "dim_sizes": parse_dim_sizes(dims),
         "input_shapes": parse_input_shapes(input_shapes),
         "atol": parse_named_values(atol, "--atol"),
@@ -213,21 +286,29 @@ def check_command(
         "bin": str(bin_path) if bin_path else None,
         "debug": debug,
     }
-    records: list[dict] = []
-    with report.progress("checking", len(paths)) as advance:
-        if jobs == 1 or len(paths) == 1:
-            for path in paths:
-                records.append(check_one(str(path), options))
-                advance()
-        else:
-            context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-                futures = [pool.submit(check_one, str(path), options) for path in paths]
-                for future in futures:
-                    records.append(future.result())
+    records: list[dict] = [{} for _ in paths]
+    if len(paths) == 1:
+        with _stages(report, paths[0]) as stage:
+            records[0] = check_one(str(paths[0]), options, stage)
+        _print_record(report, records[0])
+    else:
+        with report.progress("checking", len(paths)) as advance:
+            if jobs == 1:
+                for index, path in enumerate(paths):
+                    records[index] = check_one(str(path), options)
+                    _print_record(report, records[index])
                     advance()
-    for record in records:
-        _print_record(report, record)
+            else:
+                context = multiprocessing.get_context("spawn")
+                with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
+                    futures = {
+                        pool.submit(check_one, str(path), options): index
+                        for index, path in enumerate(paths)
+                    }
+                    for future in as_completed(futures):
+                        records[futures[future]] = future.result()
+                        _print_record(report, records[futures[future]])
+                        advance()
     exit_code = max((r["exit_code"] for r in records), key=SEVERITY.index)
     summary = _summary(records)
     if len(records) > 1:

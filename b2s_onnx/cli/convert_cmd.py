@@ -16,6 +16,7 @@ from b2s_onnx.cli._common import (
     no_fuse_option,
     parse_named_values,
     tolerance_options,
+    warn,
 )
 from b2s_onnx.cli._model_output import output_options, write_model
 from b2s_onnx.cli._output import (
@@ -26,6 +27,7 @@ from b2s_onnx.cli._output import (
     quiet_option,
     verbose_option,
 )
+from b2s_onnx.cli._paths import model_file, output_file, writable_file
 from b2s_onnx.cli.check_cmd import print_result
 from b2s_onnx.io import estimated_size
 from b2s_onnx.lowering import LoweringOptions
@@ -39,9 +41,10 @@ from b2s_onnx.lowering import LoweringOptions
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=click.Path(),  # a string: a trailing slash means "this folder"
     default=None,
-    help="Where to write the ONNX model (default: MODEL with .onnx).",
+    help="Where to write the ONNX model (default: MODEL with .onnx; a folder: "
+    "FOLDER/<MODEL stem>.onnx).",
 )
 @click.option(
     "--bin",
@@ -81,7 +84,7 @@ from b2s_onnx.lowering import LoweringOptions
 @handle_errors
 def convert_command(
     model: Path,
-    output: Path | None,
+    output: str | None,
     bin_path: Path | None,
     opset: int,
     keep_unsupported: bool,
@@ -96,12 +99,19 @@ def convert_command(
     quiet: bool,
     verbose: bool,
 ) -> int:
-    """Convert the OpenVINO IR MODEL (.xml) to ONNX."""
+    """Convert the OpenVINO IR MODEL (.xml, or a folder holding one) to ONNX."""
     from b2s_onnx.ir.convert import convert_ir_model
     from b2s_onnx.ir.reader import read_ir_xml
 
     report = Reporter(quiet, verbose)
-    target = output if output is not None else model.with_suffix(".onnx")
+    model = model_file(model, ".xml", "convert")
+    target = (
+        output_file(output, model)
+        if output is not None
+        else writable_file(model.with_suffix(".onnx"))
+    )
+    if (atol or rtol) and not run_check:
+        warn("--atol/--rtol do nothing without --check")
     tolerances = {
         "atol": parse_named_values(atol, "--atol"),
         "rtol": parse_named_values(rtol, "--rtol"),

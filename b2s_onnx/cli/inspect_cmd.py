@@ -10,6 +10,7 @@ from rich.table import Table
 
 from b2s_onnx.cli._common import EXIT_OK, debug_option, handle_errors
 from b2s_onnx.cli._output import Reporter
+from b2s_onnx.errors import B2SError
 from b2s_onnx.inspection import inspect
 from b2s_onnx.lowering import DEFAULT_DOMAINS
 
@@ -31,6 +32,8 @@ from b2s_onnx.lowering import DEFAULT_DOMAINS
 @handle_errors
 def inspect_command(model: Path, domains: tuple[str, ...], as_json: bool) -> int:
     """Op counts, opsets, inputs/outputs and the custom nodes of MODEL (.onnx or IR .xml)."""
+    if model.is_dir():
+        raise B2SError(f"{model}: is a folder; inspect expects a .onnx or .xml file")
     report = inspect(model, (*DEFAULT_DOMAINS, *domains))
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))

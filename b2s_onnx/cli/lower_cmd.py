@@ -16,6 +16,7 @@ from b2s_onnx.cli._common import (
     parse_named_values,
     refuse_overwriting_input,
     tolerance_options,
+    warn,
 )
 from b2s_onnx.cli._model_output import output_options, write_model
 from b2s_onnx.cli._output import (
@@ -26,6 +27,7 @@ from b2s_onnx.cli._output import (
     quiet_option,
     verbose_option,
 )
+from b2s_onnx.cli._paths import model_file, output_file
 from b2s_onnx.cli.check_cmd import print_result
 from b2s_onnx.io import estimated_size, load_model_with_info
 from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
@@ -40,9 +42,9 @@ from b2s_onnx.parity import check
 @click.option(
     "-o",
     "--output",
-    type=click.Path(path_type=Path),
+    type=click.Path(),  # a string: a trailing slash means "this folder"
     required=True,
-    help="Where to write the lowered model.",
+    help="Where to write the lowered model (a folder: FOLDER/<MODEL stem>.onnx).",
 )
 @click.option(
     "--opset",
@@ -73,7 +75,7 @@ from b2s_onnx.parity import check
 @handle_errors
 def lower_command(
     model: Path,
-    output: Path,
+    output: str,
     opset: int | None,
     domains: tuple[str, ...],
     run_check: bool,
@@ -89,8 +91,12 @@ def lower_command(
 ) -> int:
     """Lower BatchToSpace/SpaceToBatch/DepthToSpace/SpaceToDepth nodes in MODEL."""
     report = Reporter(quiet, verbose)
-    refuse_overwriting_input(model, output, inplace)
+    model = model_file(model, ".onnx", "lower")
+    target = output_file(output, model)
+    refuse_overwriting_input(model, target, inplace)
     tolerances = parse_named_values(atol, "--atol"), parse_named_values(rtol, "--rtol")
+    if (atol or rtol) and not run_check:
+        warn("--atol/--rtol do nothing without --check")
     start = time.perf_counter()
     original, external = load_model_with_info(model)
     before, before_bytes = op_counts(original), estimated_size(original)
@@ -121,14 +127,14 @@ def lower_command(
         )
     written = write_model(
         result.model,
-        output,
+        target,
         external=save_external_data,
         threshold=external_data_threshold,
         input_was_external=external,
     )
     report.print(
         before_after_table(
-            f"lowered {len(result.lowered)} node(s) -> {output}",
+            f"lowered {len(result.lowered)} node(s) -> {target}",
             before,
             after,
             before_bytes,

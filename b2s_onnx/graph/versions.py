@@ -7,6 +7,8 @@ than onnxruntime reads (nor less than the input model declared, unless that is t
 
 from __future__ import annotations
 
+import re
+
 import onnx
 from onnx import helper, version_converter
 
@@ -49,9 +51,24 @@ def resolve_opset(model: onnx.ModelProto, requested: int | None) -> onnx.ModelPr
     except Exception as exc:
         raise B2SError(
             f"cannot convert the model from opset {current} to opset {target}: "
-            f"{str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__}"
+            f"{_conversion_blocker(str(exc), target)}"
         ) from exc
     return converted
+
+
+def _conversion_blocker(message: str, target: int) -> str:
+    """Which op blocks which opset, from onnx's version-converter assertion text."""
+    found = re.search(r"No Adapter (From|To) Version \$?(\d+) for (\w+)", message)
+    if found is None:
+        text = message.strip()
+        return text.splitlines()[-1].split("failed: ")[-1] if text else "unknown reason"
+    direction, version, op = found.groups()
+    if direction == "From":
+        return (
+            f"{op} (opset {version}) has no conversion to an older version; "
+            f"opset {target} is below what {op} needs here (try --opset {version} or newer)"
+        )
+    return f"{op} has no conversion to opset {version}"
 
 
 def choose_ir_version(model: onnx.ModelProto) -> int:

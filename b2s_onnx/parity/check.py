@@ -1,27 +1,30 @@
 """``check``: does the lowered model compute what the original model means?
 
-The original runs in ``onnx.reference.ReferenceEvaluator`` with our numpy ops standing in
-for the custom nodes; the lowered model runs in onnxruntime; outputs are compared exactly
-unless tolerances are given.
+By default the original's standard ops run in onnxruntime and its custom nodes through our
+numpy references (:mod:`b2s_onnx.parity.partitioned`); the lowered model runs in
+onnxruntime; outputs are compared bit for bit unless tolerances are given, or compared at
+the task level (detections, top-K) where asked.
 """
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.errors import B2SError
+from b2s_onnx.io import load_model
 from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
-from b2s_onnx.parity.compare import compare
-from b2s_onnx.parity.inputs import make_inputs
-from b2s_onnx.parity.reference_ops import reference_ops
-from b2s_onnx.parity.runtime import run_onnxruntime
+from b2s_onnx.parity.compare import compare as compare_arrays
+from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
+from b2s_onnx.parity.references import run_reference
+from b2s_onnx.parity.runtime import first_line, run_onnxruntime
+from b2s_onnx.parity.task_compare import TaskComparison, compare_task, parse_task
 
 Tolerance = float | Mapping[str, float]
 
@@ -38,6 +41,8 @@ class OutputReport:
     atol: float
     rtol: float
     reason: str = ""
+    #: The task-level comparison that decided ``passed`` (``--compare``), if any.
+    comparison: dict | None = None
 
 
 @dataclass
@@ -50,8 +55,12 @@ class CheckResult:
     input_shapes: dict[str, list[int]]
     lowered_nodes: list[dict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
-    #: What produced the expected outputs: "onnx-reference" or "openvino-cpu".
+    #: What produced the expected outputs: "onnxruntime+numpy-ops", "onnx-reference" or
+    #: "openvino-cpu"; ``reference_detail`` says how it ran (stages, or why it fell back).
     reference: str = "onnx-reference"
+    reference_detail: str = ""
+    #: Options that did nothing for this model (e.g. a --dim naming no dimension).
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -63,20 +72,37 @@ def _tolerance(value: Tolerance, output: str) -> float:
     return float(value)
 
 
-def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
+Tasks = str | Mapping[str, str] | None
+
+
+def load_onnx(model: onnx.ModelProto | str | os.PathLike, what: str = "model") -> onnx.ModelProto:
+    """A ModelProto as given, or loaded from a path; anything else is a :class:`B2SError`."""
     if isinstance(model, onnx.ModelProto):
         return model
-    path = Path(model)
-    if not path.is_file():
-        raise B2SError(f"{path}: no such file")
-    try:
-        return onnx.load(str(path))
-    except Exception as exc:
-        raise B2SError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(Path(model))
+    raise B2SError(f"{what} must be an onnx.ModelProto or a path, not {type(model).__name__}")
+
+
+def _task_for(tasks: Tasks, output: str) -> str | None:
+    if isinstance(tasks, Mapping):
+        return tasks.get(output, tasks.get("*"))
+    return tasks
+
+
+def _with_task(
+    report: OutputReport, task: str, expected: np.ndarray, actual: np.ndarray
+) -> OutputReport:
+    spec = parse_task(task)
+    outcome: TaskComparison = compare_task(spec, expected, actual, report.atol, report.rtol)
+    report.comparison = outcome.to_dict()
+    report.passed = outcome.passed
+    report.reason = outcome.summary
+    return report
 
 
 def compare_outputs(
-    names, expected, actual, atol: Tolerance, rtol: Tolerance
+    names, expected, actual, atol: Tolerance, rtol: Tolerance, tasks: Tasks = None
 ) -> list[OutputReport]:
     """One report per output name, comparing ``actual`` with ``expected``."""
     reports = []
@@ -99,21 +125,23 @@ def compare_outputs(
             )
             continue
         exp = np.asarray(expected[name])
-        diff = compare(exp, actual[name], a, r)
-        reports.append(
-            OutputReport(
-                name,
-                str(exp.dtype),
-                list(exp.shape),
-                diff.passed,
-                diff.mismatches,
-                diff.max_abs_error,
-                diff.max_rel_error,
-                a,
-                r,
-                diff.reason,
-            )
+        diff = compare_arrays(exp, actual[name], a, r)
+        report = OutputReport(
+            name,
+            str(exp.dtype),
+            list(exp.shape),
+            diff.passed,
+            diff.mismatches,
+            diff.max_abs_error,
+            diff.max_rel_error,
+            a,
+            r,
+            diff.reason,
         )
+        task = _task_for(tasks, name)
+        if task is not None and exp.shape == actual[name].shape:
+            report = _with_task(report, task, exp, actual[name])
+        reports.append(report)
     return reports
 
 
@@ -126,6 +154,7 @@ def finish_check(
     rtol: Tolerance,
     seed: int,
     timings: dict[str, float],
+    tasks: Tasks = None,
     **fields,
 ) -> CheckResult:
     """The end every parity check shares: run ``model`` in onnxruntime on ``feeds``, compare
@@ -134,9 +163,10 @@ def finish_check(
     try:
         actual = run_onnxruntime(model, feeds)
     except Exception as exc:
-        raise B2SError(f"onnxruntime could not run the model under check: {exc}") from exc
+        message = first_line(exc)
+        raise B2SError(f"onnxruntime could not run the model under check: {message}") from exc
     timings["onnxruntime_s"] = time.perf_counter() - start
-    reports = compare_outputs(names, expected, actual, atol, rtol)
+    reports = compare_outputs(names, expected, actual, atol, rtol, tasks)
     return CheckResult(
         passed=all(r.passed for r in reports),
         seed=seed,
@@ -148,9 +178,9 @@ def finish_check(
 
 
 def check(
-    model: onnx.ModelProto | str | Path,
+    model: onnx.ModelProto | str | os.PathLike,
     *,
-    lowered: onnx.ModelProto | str | Path | None = None,
+    lowered: onnx.ModelProto | str | os.PathLike | None = None,
     inputs: Mapping[str, np.ndarray] | None = None,
     seed: int = 0,
     dim_sizes: Mapping[str, int] | None = None,
@@ -159,24 +189,34 @@ def check(
     rtol: Tolerance = 0.0,
     domains: Sequence[str] = DEFAULT_DOMAINS,
     opset: int | None = None,
+    reference: str = "auto",
+    val_range: Mapping[str, ValueRange] | None = None,
+    compare: Tasks = None,
+    progress: Callable[[str], None] | None = None,
 ) -> CheckResult:
     """Runs ``model`` (reference) and its lowering (onnxruntime) on the same inputs.
 
-    ``lowered`` defaults to ``lower(model)``. Inputs not given are seeded random arrays;
-    symbolic dims take ``dim_sizes`` (default: 1, or the block product for a batch that
-    feeds a BatchToSpace). Tolerances may be one number or per output name (``"*"`` for
-    the rest); both 0 (the default) means bit-for-bit equality.
+    ``lowered`` defaults to ``lower(model)``. Inputs not given are seeded random arrays
+    (``val_range``: ``{name or "*": (lo, hi)}``); symbolic dims take ``dim_sizes`` (default:
+    1, or the block product for a batch that feeds a BatchToSpace). ``reference``: "auto" /
+    "onnxruntime" (standard ops in onnxruntime, custom nodes in numpy) or "onnx" (onnx's
+    reference evaluator). Tolerances may be one number or per output name (``"*"`` for the
+    rest); both 0 (the default) means bit-for-bit equality, which is what a pure
+    data-movement lowering must meet under the default reference. ``compare`` ("detections",
+    "topk:K", or per output name) judges outputs at the task level instead.
     """
-    original = _load(model)
+    step = progress or (lambda _stage: None)
+    original = load_onnx(model)
     timings: dict[str, float] = {}
     lowered_nodes: list[dict] = []
     start = time.perf_counter()
+    step("lowering")
     if lowered is None:
         result = lower_model(original, opset=opset, domains=domains, options=LoweringOptions())
         lowered_model = result.model
         lowered_nodes = [asdict(n) for n in result.lowered]
     else:
-        lowered_model = _load(lowered)
+        lowered_model = load_onnx(lowered, "lowered")
     timings["lower_s"] = time.perf_counter() - start
 
     feeds = make_inputs(
@@ -186,27 +226,26 @@ def check(
         dim_sizes=dim_sizes,
         input_shapes=input_shapes,
         domains=domains,
+        val_range=val_range,
     )
     start = time.perf_counter()
-    try:
-        evaluator = ReferenceEvaluator(original, new_ops=reference_ops(domains))
-        expected_list = evaluator.run(None, feeds)
-    except B2SError:
-        raise
-    except Exception as exc:
-        raise B2SError(f"the reference run of the original model failed: {exc}") from exc
+    step("running the reference")
+    expected = run_reference(original, feeds, domains, reference)
     timings["reference_s"] = time.perf_counter() - start
     names = [o.name for o in original.graph.output]
-    expected = dict(zip(names, expected_list, strict=True))
-
+    step("running the lowered model")
     return finish_check(
         lowered_model,
         feeds,
         names,
-        expected,
+        expected.outputs,
         atol,
         rtol,
         seed,
         timings,
+        tasks=compare,
         lowered_nodes=lowered_nodes,
+        reference=expected.label,
+        reference_detail=expected.detail,
+        warnings=option_warnings(original, dim_sizes, compare),
     )

@@ -16,6 +16,12 @@ import onnx
 import onnxruntime as ort
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message: runtimes append multi-line context."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def make_session(model: onnx.ModelProto, threads: int = 1) -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
