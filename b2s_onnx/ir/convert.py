@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
@@ -26,6 +26,7 @@ from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
+from b2s_onnx.ir.interface import input_type, output_type, symbolic_shape
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
@@ -55,23 +56,101 @@ def _unsupported(order: list[Layer]) -> list[Layer]:
     return [layer for layer in order if layer.type not in _STRUCTURAL and find(layer) is None]
 
 
-def _parameter_info(ctx: ConversionContext, layer: Layer) -> onnx.ValueInfoProto:
-    name = ctx.out(layer)
-    ir_type = element_type(
-        layer.data.get("element_type", layer.outputs[0].precision or ""), layer.where()
-    )
-    if "shape" in layer.data:
-        dims = parse_shape(layer.data["shape"], ctx.model.path, layer.where())
-    else:
-        dims = layer.outputs[0].dims
-    ctx.types[name] = onnx_type(ir_type)
-    ctx.shapes[name] = dims
-    shape = (
-        None
-        if dims is None
-        else [d if d is not None else f"{name}_d{i}" for i, d in enumerate(dims)]
-    )
-    return helper.make_tensor_value_info(name, onnx_type(ir_type), shape)
+def _declare_inputs(ctx: ConversionContext, order: list[Layer]) -> list[onnx.ValueInfoProto]:
+    """Graph inputs as OpenVINO exposes the Parameters; a Cast into the compute type where
+    the two differ (the converters then read the cast tensor)."""
+    infos = []
+    for layer in order:
+        if layer.type != "Parameter":
+            continue
+        name = ctx.out(layer)
+        ir_type = element_type(
+            layer.data.get("element_type", layer.outputs[0].precision or ""), layer.where()
+        )
+        if "shape" in layer.data:
+            dims = parse_shape(layer.data["shape"], ctx.model.path, layer.where())
+        else:
+            dims = layer.outputs[0].dims
+        exposed, computed = input_type(ctx.model.version, ir_type), onnx_type(ir_type)
+        ctx.types[name] = exposed
+        ctx.shapes[name] = dims
+        if exposed != computed:
+            internal = ctx.names.fresh(f"{name}/{_type_name(computed)}")
+            ctx.tensors[(layer.id, layer.outputs[0].id)] = internal
+            ctx.types[internal] = computed
+            ctx.shapes[internal] = dims
+            ctx.begin(layer)
+            ctx.node("Cast", [name], internal, hint="input_type", to=computed)
+        infos.append(helper.make_tensor_value_info(name, exposed, symbolic_shape(name, dims)))
+    return infos
+
+
+def _type_name(onnx_elem_type: int) -> str:
+    return TensorProto.DataType.Name(onnx_elem_type).lower()
+
+
+def _result_ir_type(ctx: ConversionContext, layer: Layer) -> str | None:
+    """The element type the IR states for a Result (its input port, else its producer's)."""
+    precision = layer.inputs[0].precision if layer.inputs else None
+    if not precision and layer.inputs:
+        source_layer, source_port = ctx.model.sources[(layer.id, layer.inputs[0].id)]
+        precision = ctx.model.layers[source_layer].output_port(source_port).precision
+    return element_type(precision, layer.where()) if precision else None
+
+
+def _reserve_result_tensors(ctx: ConversionContext, order: list[Layer]) -> dict[str, str]:
+    """Gives a Result's producer an internal name when the output needs a Cast, so that the
+    Cast can write the name OpenVINO shows. Returns internal name -> exposed name."""
+    renamed: dict[str, str] = {}
+    for layer in order:
+        if layer.type != "Result" or len(layer.inputs) != 1:
+            continue
+        source = ctx.model.sources[(layer.id, layer.inputs[0].id)]
+        if ctx.model.layers[source[0]].type in _STRUCTURAL:
+            continue
+        tensor = ctx.tensors[source]
+        ir_type = _result_ir_type(ctx, layer)
+        if tensor in renamed or ir_type is None:
+            continue
+        computed = ctx.type_of(tensor)
+        if output_type(ctx.model.version, ir_type) == computed:
+            continue
+        internal = ctx.names.fresh(f"{tensor}/{_type_name(computed)}")
+        ctx.tensors[source] = internal
+        ctx.types[internal] = computed
+        ctx.shapes[internal] = ctx.shapes.get(tensor)
+        renamed[internal] = tensor
+    return renamed
+
+
+def _declare_outputs(
+    ctx: ConversionContext,
+    results: list[tuple[Layer, str]],
+    input_names: set[str],
+    renamed: dict[str, str],
+) -> list[onnx.ValueInfoProto]:
+    """Graph outputs as OpenVINO exposes the Results: their names, element types and
+    partial shapes, with a Cast (or an Identity, for a name already taken) at the edge."""
+    outputs = []
+    taken = set(input_names)
+    for layer, tensor in results:
+        ir_type = _result_ir_type(ctx, layer)
+        computed = ctx.type_of(tensor)
+        exposed = computed if ir_type is None else output_type(ctx.model.version, ir_type)
+        name = renamed.get(tensor, tensor)
+        needs_node = name == tensor and (tensor in ctx.constants or exposed != computed)
+        if name in taken or needs_node:
+            name = ctx.names.fresh(layer.name)
+        taken.add(name)
+        if name != tensor:
+            ctx.begin(layer)
+            if exposed != computed:
+                ctx.node("Cast", [tensor], name, hint="output_type", to=exposed)
+            else:
+                ctx.node("Identity", [tensor], name, hint="result")
+        dims = layer.inputs[0].dims
+        outputs.append(helper.make_tensor_value_info(name, exposed, symbolic_shape(name, dims)))
+    return outputs
 
 
 def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -> None:
@@ -133,8 +212,14 @@ def _keep_as_custom(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> 
     )
 
 
-def _check_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer]) -> None:
+def _declare_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer]) -> None:
+    """Checks every converted shape against the IR's ports and writes the IR's shapes as
+    value_info, so that a rank the IR states is known downstream even where ONNX shape
+    inference cannot derive it (run-time shape arithmetic, custom nodes awaiting lowering).
+    """
     infos = infer_infos(model)
+    boundary = {v.name for v in (*model.graph.input, *model.graph.output)}
+    declared_infos = []
     for layer in order:
         if layer.type in _STRUCTURAL:
             continue
@@ -142,20 +227,32 @@ def _check_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[La
             name = ctx.out(layer, index)
             declared = port.dims
             found = infos.get(name)
-            if (
-                declared is None
-                or found is None
-                or found.shape is None
-                or any(d is None for d in declared)
-                or any(d is None for d in found.shape)
-            ):
+            found_shape = found.shape if found is not None else None
+            _check_declared_shape(layer, index, declared, found_shape)
+            if declared is None or name in boundary or name in ctx.constants:
                 continue
-            if tuple(found.shape) != tuple(declared):
-                raise ConversionMismatchError(
-                    f"{layer.where()}: converted output {index} has shape {list(found.shape)} "
-                    f"but the IR declares {list(declared)}; this is a bug in b2s_onnx's "
-                    f"{layer.type} converter, please report it"
+            if found_shape is not None and len(found_shape) == len(declared):
+                declared = tuple(
+                    d if d is not None else f for d, f in zip(declared, found_shape, strict=True)
                 )
+            elem_type = found.elem_type if found is not None and found.elem_type else 0
+            declared_infos.append(
+                helper.make_tensor_value_info(name, elem_type or ctx.type_of(name), declared)
+            )
+    model.graph.value_info.extend(declared_infos)
+
+
+def _check_declared_shape(layer: Layer, index: int, declared, found) -> None:
+    if declared is None or found is None:
+        return
+    if any(d is None for d in declared) or any(d is None for d in found):
+        return
+    if tuple(found) != tuple(declared):
+        raise ConversionMismatchError(
+            f"{layer.where()}: converted output {index} has shape {list(found)} "
+            f"but the IR declares {list(declared)}; this is a bug in b2s_onnx's "
+            f"{layer.type} converter, please report it"
+        )
 
 
 def convert_ir_model(
@@ -190,7 +287,8 @@ def convert_ir_model(
     for layer in order:
         if layer.type != "Parameter":
             ctx.assign_output_names(layer)
-    graph_inputs = [_parameter_info(ctx, layer) for layer in order if layer.type == "Parameter"]
+    graph_inputs = _declare_inputs(ctx, order)
+    renamed = _reserve_result_tensors(ctx, order)
 
     results: list[tuple[Layer, str]] = []
     for layer in order:
@@ -218,24 +316,7 @@ def convert_ir_model(
         converter(ctx, layer, inputs)
         _fold(ctx, layer, inputs, start)
 
-    graph_outputs = []
-    taken: set[str] = set()
-    for layer, tensor in results:
-        name = tensor
-        if tensor in taken or tensor in ctx.constants or tensor in {i.name for i in graph_inputs}:
-            name = ctx.names.fresh(layer.name)
-            ctx.node("Identity", [tensor], name, hint="result")
-        taken.add(name)
-        dims = layer.inputs[0].dims
-        graph_outputs.append(
-            helper.make_tensor_value_info(
-                name,
-                ctx.type_of(tensor),
-                None
-                if dims is None
-                else [d if d is not None else f"{name}_d{i}" for i, d in enumerate(dims)],
-            )
-        )
+    graph_outputs = _declare_outputs(ctx, results, {i.name for i in graph_inputs}, renamed)
 
     used = {n for node in ctx.nodes for n in node.input} | {o.name for o in graph_outputs}
     graph = helper.make_graph(
@@ -250,7 +331,7 @@ def convert_ir_model(
     imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
     model = helper.make_model(graph, opset_imports=imports, producer_name="b2s-onnx")
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
-    _check_shapes(model, ctx, order)
+    _declare_shapes(model, ctx, order)
     lowered = lower_model(
         model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
     )

@@ -45,17 +45,28 @@ def transpose(ctx, layer, inputs):
     ctx.one("Transpose", inputs[:1], ctx.out(layer), perm=perm)
 
 
+def _axes_vector(ctx: ConversionContext, axes: str) -> str:
+    """OpenVINO accepts a scalar axes input; ONNX Squeeze/Unsqueeze want a 1-D int64 one."""
+    value = ctx.value(axes)
+    if value is not None:
+        return _i64(ctx, "axes", value.reshape(-1))
+    axes = ctx.int64(axes)
+    if ctx.shape(axes) is not None and len(ctx.shape(axes)) == 1:
+        return axes
+    return ctx.one("Reshape", [axes, _i64(ctx, "vector", [-1])])
+
+
 @converts("Squeeze", (1, 15))
 def squeeze(ctx, layer, inputs):
     if len(inputs) > 1:
-        ctx.one("Squeeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
+        ctx.one("Squeeze", [inputs[0], _axes_vector(ctx, inputs[1])], ctx.out(layer))
     else:
         ctx.one("Squeeze", inputs, ctx.out(layer))
 
 
 @converts("Unsqueeze", (1,))
 def unsqueeze(ctx, layer, inputs):
-    ctx.one("Unsqueeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
+    ctx.one("Unsqueeze", [inputs[0], _axes_vector(ctx, inputs[1])], ctx.out(layer))
 
 
 @converts("Concat", (1,))
