@@ -22,7 +22,7 @@ from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
-from b2s_onnx.graph.types import infer_infos
+from b2s_onnx.graph.types import INTEGER_TYPES, infer_infos
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
@@ -44,12 +44,77 @@ class ConversionMismatchError(RuntimeError):
 
 
 @dataclass
+class _Deferred:
+    """A model whose large initializers are attached only when it is first asked for."""
+
+    stub: onnx.ModelProto
+    late: dict[str, TensorProto]
+
+    def build(self) -> onnx.ModelProto:
+        _attach(self.stub, self.late)
+        return self.stub
+
+
+@dataclass
 class ConversionResult:
     model: onnx.ModelProto
     lowered: list[LoweredNode] = field(default_factory=list)
     kept_unsupported: list[str] = field(default_factory=list)
-    #: The converted graph before lowering (data-movement ops still custom nodes).
-    unlowered: onnx.ModelProto | None = None
+    _unlowered: onnx.ModelProto | _Deferred | None = field(default=None, repr=False)
+
+    @property
+    def unlowered(self) -> onnx.ModelProto | None:
+        """The converted graph before lowering (data-movement ops still custom nodes).
+
+        Built on first use: it holds a second copy of every weight, which plain
+        conversions never need.
+        """
+        if isinstance(self._unlowered, _Deferred):
+            self._unlowered = self._unlowered.build()
+        return self._unlowered
+
+
+#: Float initializers larger than this join the graph after lowering, which never reads
+#: them: the model is copied and inferred without the weights' bytes.
+_LATE_BYTES = 1 << 16
+
+
+def _assemble(
+    ctx: ConversionContext,
+    name: str,
+    graph_inputs: list[onnx.ValueInfoProto],
+    graph_outputs: list[onnx.ValueInfoProto],
+) -> tuple[onnx.ModelProto, dict[str, TensorProto]]:
+    """The converted model, large float weights as typed stubs (returned by name)."""
+    model = onnx.ModelProto(ir_version=onnx.IR_VERSION, producer_name="b2s-onnx")
+    imports = [helper.make_opsetid("", ctx.opset)]
+    node_domains = {n.domain for n in ctx.nodes}
+    imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
+    model.opset_import.extend(imports)
+    graph = model.graph
+    graph.name = name
+    graph.node.extend(ctx.nodes)
+    graph.input.extend(graph_inputs)
+    graph.output.extend(graph_outputs)
+    used = {n for node in ctx.nodes for n in node.input} | {o.name for o in graph_outputs}
+    late: dict[str, TensorProto] = {}
+    for tensor_name, tensor in ctx.initializers.items():
+        if tensor_name not in used:
+            continue
+        if tensor.data_type not in INTEGER_TYPES and len(tensor.raw_data) > _LATE_BYTES:
+            graph.initializer.add(name=tensor_name, data_type=tensor.data_type, dims=tensor.dims)
+            late[tensor_name] = tensor
+        else:
+            graph.initializer.append(tensor)
+    return model, late
+
+
+def _attach(model: onnx.ModelProto, late: dict[str, TensorProto]) -> None:
+    """Fills the stubs :func:`_assemble` left with the weights' bytes."""
+    for tensor in model.graph.initializer:
+        source = late.get(tensor.name)
+        if source is not None and not tensor.raw_data:
+            tensor.CopyFrom(source)  # one copy inside protobuf, none through Python bytes
 
 
 def _unsupported(order: list[Layer]) -> list[Layer]:
@@ -318,22 +383,18 @@ def convert_ir_model(
 
     graph_outputs = _declare_outputs(ctx, results, {i.name for i in graph_inputs}, renamed)
 
-    used = {n for node in ctx.nodes for n in node.input} | {o.name for o in graph_outputs}
-    graph = helper.make_graph(
-        ctx.nodes,
-        ir.name,
-        graph_inputs,
-        graph_outputs,
-        [t for name, t in ctx.initializers.items() if name in used],
-    )
-    imports = [helper.make_opsetid("", opset)]
-    node_domains = {n.domain for n in ctx.nodes}
-    imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
-    model = helper.make_model(graph, opset_imports=imports, producer_name="b2s-onnx")
+    model, late = _assemble(ctx, ir.name, graph_inputs, graph_outputs)
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
     _declare_shapes(model, ctx, order)
+    unlowered = onnx.ModelProto()
+    unlowered.CopyFrom(model)  # cheap: the large weights are not in it yet
     lowered = lower_model(
-        model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
+        model,
+        opset=opset,
+        domains=(DEFAULT_DOMAIN, *domains),
+        options=options or LoweringOptions(),
+        in_place=True,
     )
+    _attach(lowered.model, late)
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
-    return ConversionResult(lowered.model, lowered.lowered, kept, model)
+    return ConversionResult(lowered.model, lowered.lowered, kept, _Deferred(unlowered, late))
