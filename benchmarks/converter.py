@@ -168,7 +168,7 @@ def large_model(megabytes: int) -> dict:
         return row
 
 
-def conv_stack_ir(folder: Path, megabytes: int) -> Path:
+def conv_stack_ir(folder: Path, megabytes: int, compress: bool = False) -> Path:
     """An IR of 3x3 convolutions (256 channels, bias, ReLU) holding ~``megabytes`` MB of f32
     weights, with a SpaceToBatch/BatchToSpace dilated block in the middle: the shape of a
     real vision backbone, saved uncompressed as ``openvino.save_model`` writes it."""
@@ -191,8 +191,8 @@ def conv_stack_ir(folder: Path, megabytes: int) -> Path:
         current = ops.relu(ops.add(current, bias))
         if index == layers // 2:
             current = ops.batch_to_space(current, blocks, [0, 0, 2, 2], [0, 0, 2, 2])
-    xml = folder / "stack.xml"
-    ov.save_model(ov.Model([current], [x]), xml, compress_to_fp16=False)
+    xml = folder / ("stack_fp16.xml" if compress else "stack.xml")
+    ov.save_model(ov.Model([current], [x]), xml, compress_to_fp16=compress)
     return xml
 
 
@@ -222,15 +222,16 @@ def cpu_isa_flags() -> list[str]:
     return [flag for flag in wanted if flag in flags]
 
 
-def ir_versus_openvino(megabytes: int, repeats: int) -> dict:
+def ir_versus_openvino(megabytes: int, repeats: int, compress: bool = False) -> dict:
     """Median seconds of ``convert_ir`` + saving the ONNX file, and of OpenVINO's
-    ``read_model`` + ``compile_model`` on CPU, for the same ~``megabytes`` MB IR."""
+    ``read_model`` + ``compile_model`` on CPU, for the same ~``megabytes`` MB of f32
+    weights (``compress``: stored as f16 in the IR, as OpenVINO saves by default)."""
     import openvino as ov
 
-    from b2s_onnx.io import save_model
+    from b2s_onnx.ir.convert import convert_ir_model
 
     with tempfile.TemporaryDirectory() as folder:
-        xml = conv_stack_ir(Path(folder), megabytes)
+        xml = conv_stack_ir(Path(folder), megabytes, compress)
         size = xml.stat().st_size + xml.with_suffix(".bin").stat().st_size
         written = []
 
@@ -238,7 +239,7 @@ def ir_versus_openvino(megabytes: int, repeats: int) -> dict:
             # A new file each time, as a user converting once writes: replacing the last
             # run's output would add the cost of freeing it.
             target = Path(folder) / f"stack{len(written)}.onnx"
-            save_model(b2s_onnx.convert_ir(xml), target)
+            convert_ir_model(xml).save(target)
             written.append(target)
 
         def openvino() -> None:
@@ -249,6 +250,7 @@ def ir_versus_openvino(megabytes: int, repeats: int) -> dict:
         openvino_s = _median(openvino, repeats)
     row = {
         "ir_bytes": size,
+        "fp16_weights": compress,
         "convert_s": convert_s,
         "openvino_read_compile_s": openvino_s,
         "ratio": convert_s / openvino_s,
@@ -256,7 +258,8 @@ def ir_versus_openvino(megabytes: int, repeats: int) -> dict:
         "repeats": repeats,
     }
     print(
-        f"{size / 2**20:.0f} MB IR: b2s-onnx convert+save {convert_s:.2f} s, OpenVINO "
+        f"{size / 2**20:.0f} MB IR{' (f16 weights)' if compress else ''}: "
+        f"b2s-onnx convert+save {convert_s:.2f} s, OpenVINO "
         f"read_model+compile_model {openvino_s:.2f} s, ratio {convert_s / openvino_s:.2f} "
         f"(medians of {repeats}); CPU: {' '.join(row['cpu_isa'])}"
     )
@@ -277,7 +280,10 @@ def main() -> None:
     if not args.skip_large:
         results["large"] = large_model(args.megabytes)
     if not args.skip_ir:
-        results["ir"] = ir_versus_openvino(args.ir_megabytes, args.repeats)
+        results["ir"] = [
+            ir_versus_openvino(args.ir_megabytes, args.repeats, compress)
+            for compress in (False, True)
+        ]
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -202,3 +202,38 @@ def test_v10_legacy_interface_widens_f16_inputs_and_narrows_outputs():
     assert 'element_type="f16"' in xml.read_text()
     converted = b2s_onnx.convert_ir(xml)
     assert_same_interface(converted, xml)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_saved_file_holds_the_same_model_as_the_result(tmp_path, compress):
+    """``ConversionResult.save`` streams the weights straight from the IR; the file must
+    load as the very model ``result.model`` holds."""
+    from b2s_onnx.ir.convert import convert_ir_model
+
+    x = ops.parameter([4, 8, 6, 6], np.float32, name="x")
+    rng = np.random.default_rng(0)
+    current = x
+    for _ in range(2):
+        weights = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+        current = ops.relu(ops.convolution(current, weights, [1, 1], [1, 1], [1, 1], [1, 1]))
+    blocks = np.array([1, 1, 2, 2])
+    moved = ops.batch_to_space(current, blocks, np.zeros(4, np.int64), np.zeros(4, np.int64))
+    moved.output(0).set_names({"y"})
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.Model([moved], [x]), xml, compress_to_fp16=compress)
+    result = convert_ir_model(xml)
+    (written,) = result.save(tmp_path / "m.onnx")
+    loaded = onnx.load(written)
+    onnx.checker.check_model(loaded, full_check=True)
+    in_memory = result.model
+    assert {t.name: t.raw_data for t in loaded.graph.initializer} == {
+        t.name: t.raw_data for t in in_memory.graph.initializer
+    }
+    assert loaded.graph.node == in_memory.graph.node
+    assert max(len(t.raw_data) for t in loaded.graph.initializer) == 8 * 8 * 9 * 4
+    data = rng.standard_normal((4, 8, 6, 6)).astype(np.float32)
+    saved_out = run_onnxruntime(loaded, {"x": data})["y"]
+    assert saved_out.tobytes() == run_onnxruntime(in_memory, {"x": data})["y"].tobytes()
+    again = tmp_path / "again.onnx"
+    assert result.save(again) == [again]  # once materialised, saved the ordinary way
+    assert onnx.load(again).graph.initializer == in_memory.graph.initializer

@@ -16,7 +16,7 @@ from b2s_onnx.cli._common import (
     parse_named_values,
     tolerance_options,
 )
-from b2s_onnx.cli._model_output import output_options, write_model
+from b2s_onnx.cli._model_output import output_options
 from b2s_onnx.cli._output import (
     Reporter,
     before_after_table,
@@ -25,7 +25,6 @@ from b2s_onnx.cli._output import (
     verbose_option,
 )
 from b2s_onnx.cli.check_cmd import print_result
-from b2s_onnx.io import estimated_size
 from b2s_onnx.lowering import LoweringOptions
 
 
@@ -112,8 +111,11 @@ def convert_command(
             options=LoweringOptions(threads=threads),
         )
     elapsed = time.perf_counter() - start
-    written = write_model(
-        result.model, target, external=save_external_data, threshold=external_data_threshold
+    # Saved by the result itself: it writes the weights without copying them into the model.
+    written = result.save(
+        target,
+        external_data=True if save_external_data else None,
+        size_threshold=external_data_threshold,
     )
     report.print(
         before_after_table(
@@ -121,7 +123,7 @@ def convert_command(
             before,
             op_counts(result.model),
             before_bytes,
-            estimated_size(result.model),
+            sum(path.stat().st_size for path in written),
             elapsed,
         )
     )

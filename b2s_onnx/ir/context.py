@@ -19,6 +19,9 @@ from b2s_onnx.ir.reader import IRModel, Layer
 from b2s_onnx.ir.weights import element_type, onnx_type
 from b2s_onnx.lowering._emit import NameAllocator
 
+#: Float constants larger than this join the ONNX graph last, without an extra copy.
+LATE_TENSOR_BYTES = 1 << 16
+
 NUMPY_OF_ONNX = {
     TensorProto.FLOAT: np.float32,
     TensorProto.DOUBLE: np.float64,
@@ -40,6 +43,8 @@ class ConversionContext:
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: dict[str, TensorProto] = {}
+        #: Constants whose ONNX tensor is built late (large float weights).
+        self.late_initializers: set[str] = set()
         self.names = NameAllocator(set())
         #: (layer id, output port id) -> tensor name
         self.tensors: dict[tuple[str, int], str] = {}
@@ -118,12 +123,26 @@ class ConversionContext:
         return name
 
     def add_constant(self, name: str, array: np.ndarray) -> None:
+        """Records a constant. Large float tensors get their ONNX tensor only when the model
+        is assembled (see ``tensor_proto``): building it now would copy every weight."""
         if array.dtype == np.float16:
             array = array.astype(np.float32)
         self.constants[name] = array
-        self.initializers[name] = numpy_helper.from_array(array, name)
+        if array.dtype.kind == "f" and array.nbytes > LATE_TENSOR_BYTES:
+            self.late_initializers.add(name)
+        else:
+            self.initializers[name] = numpy_helper.from_array(array, name)
         self.types[name] = helper.np_dtype_to_tensor_dtype(array.dtype)
         self.shapes[name] = tuple(array.shape)
+
+    def is_initializer(self, name: str) -> bool:
+        return name in self.initializers or name in self.late_initializers
+
+    def tensor_proto(self, name: str) -> TensorProto:
+        """The ONNX tensor of a constant, built now if it was deferred."""
+        if name in self.initializers:
+            return self.initializers[name]
+        return numpy_helper.from_array(self.constants[name], name)
 
     def node(
         self,

@@ -22,13 +22,15 @@ from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
-from b2s_onnx.graph.types import INTEGER_TYPES, infer_infos
+from b2s_onnx.graph.types import infer_infos
+from b2s_onnx.io import DEFAULT_EXTERNAL_THRESHOLD, save_model
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.interface import input_type, output_type, symbolic_shape
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
-from b2s_onnx.ir.weights import Weights, element_type, onnx_type
+from b2s_onnx.ir.weights import Weights, element_type, onnx_type, raw_bytes
+from b2s_onnx.ir.writer import PROTOBUF_LIMIT, save_with_late_tensors, stream_size
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
 
 DEFAULT_OPSET = 18
@@ -48,7 +50,7 @@ class _Deferred:
     """A model whose large initializers are attached only when it is first asked for."""
 
     stub: onnx.ModelProto
-    late: dict[str, TensorProto]
+    late: dict[str, np.ndarray]
 
     def build(self) -> onnx.ModelProto:
         _attach(self.stub, self.late)
@@ -57,10 +59,22 @@ class _Deferred:
 
 @dataclass
 class ConversionResult:
-    model: onnx.ModelProto
+    """What ``convert_ir_model`` produced. The large weights join ``model`` when it is
+    first read; :meth:`save` can write them without ever copying them into it."""
+
+    _model: onnx.ModelProto
     lowered: list[LoweredNode] = field(default_factory=list)
     kept_unsupported: list[str] = field(default_factory=list)
     _unlowered: onnx.ModelProto | _Deferred | None = field(default=None, repr=False)
+    _late: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The converted, lowered ONNX model."""
+        if self._late:
+            _attach(self._model, self._late)
+            self._late = {}
+        return self._model
 
     @property
     def unlowered(self) -> onnx.ModelProto | None:
@@ -73,10 +87,21 @@ class ConversionResult:
             self._unlowered = self._unlowered.build()
         return self._unlowered
 
-
-#: Float initializers larger than this join the graph after lowering, which never reads
-#: them: the model is copied and inferred without the weights' bytes.
-_LATE_BYTES = 1 << 16
+    def save(
+        self,
+        path: str | os.PathLike,
+        *,
+        external_data: bool | None = None,
+        size_threshold: int = DEFAULT_EXTERNAL_THRESHOLD,
+    ) -> list[Path]:
+        """Writes the model as :func:`b2s_onnx.io.save_model` does; a model that fits in one
+        file and was not read yet is written straight from the IR's weights."""
+        fits = stream_size(self._model, self._late) < PROTOBUF_LIMIT
+        if self._late and not external_data and fits:
+            return [save_with_late_tensors(self._model, self._late, path)]
+        return save_model(
+            self.model, path, external_data=external_data, size_threshold=size_threshold
+        )
 
 
 def _assemble(
@@ -84,8 +109,9 @@ def _assemble(
     name: str,
     graph_inputs: list[onnx.ValueInfoProto],
     graph_outputs: list[onnx.ValueInfoProto],
-) -> tuple[onnx.ModelProto, dict[str, TensorProto]]:
-    """The converted model, large float weights as typed stubs (returned by name)."""
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The converted model with large float weights as typed stubs (returned by name):
+    lowering and shape inference never read their bytes, so they join the graph last."""
     model = onnx.ModelProto(ir_version=onnx.IR_VERSION, producer_name="b2s-onnx")
     imports = [helper.make_opsetid("", ctx.opset)]
     node_domains = {n.domain for n in ctx.nodes}
@@ -97,24 +123,29 @@ def _assemble(
     graph.input.extend(graph_inputs)
     graph.output.extend(graph_outputs)
     used = {n for node in ctx.nodes for n in node.input} | {o.name for o in graph_outputs}
-    late: dict[str, TensorProto] = {}
-    for tensor_name, tensor in ctx.initializers.items():
+    late: dict[str, np.ndarray] = {}
+    for tensor_name in dict.fromkeys([*ctx.initializers, *ctx.late_initializers]):
         if tensor_name not in used:
             continue
-        if tensor.data_type not in INTEGER_TYPES and len(tensor.raw_data) > _LATE_BYTES:
-            graph.initializer.add(name=tensor_name, data_type=tensor.data_type, dims=tensor.dims)
-            late[tensor_name] = tensor
-        else:
-            graph.initializer.append(tensor)
+        if tensor_name in ctx.initializers:
+            graph.initializer.append(ctx.initializers[tensor_name])
+            continue
+        array = ctx.constants[tensor_name]
+        graph.initializer.add(
+            name=tensor_name,
+            data_type=helper.np_dtype_to_tensor_dtype(array.dtype),
+            dims=array.shape,
+        )
+        late[tensor_name] = array
     return model, late
 
 
-def _attach(model: onnx.ModelProto, late: dict[str, TensorProto]) -> None:
-    """Fills the stubs :func:`_assemble` left with the weights' bytes."""
+def _attach(model: onnx.ModelProto, late: dict[str, np.ndarray]) -> None:
+    """Fills the stubs :func:`_assemble` left with the weights' bytes (one copy each)."""
     for tensor in model.graph.initializer:
-        source = late.get(tensor.name)
-        if source is not None and not tensor.raw_data:
-            tensor.CopyFrom(source)  # one copy inside protobuf, none through Python bytes
+        array = late.get(tensor.name)
+        if array is not None and not tensor.raw_data:
+            tensor.raw_data = raw_bytes(array)
 
 
 def _unsupported(order: list[Layer]) -> list[Layer]:
@@ -240,6 +271,8 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
     produced = {o for node in emitted for o in node.output}
     if not all(o in produced for o in outputs):
         return
+    if _fold_float_cast(ctx, emitted, start):
+        return
     graph = helper.make_graph(
         emitted,
         "fold",
@@ -247,10 +280,10 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
         [helper.make_empty_tensor_value_info(o) for o in outputs],
         [numpy_helper.from_array(ctx.constants[i], i) for i in dict.fromkeys(inputs)]
         + [
-            ctx.initializers[n]
+            ctx.tensor_proto(n)
             for node in emitted
             for n in node.input
-            if n in ctx.initializers and n not in inputs
+            if ctx.is_initializer(n) and n not in inputs
         ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ctx.opset)])
@@ -261,6 +294,25 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
     del ctx.nodes[start:]
     for name, value in zip(outputs, values, strict=True):
         ctx.add_constant(name, np.asarray(value))
+
+
+def _fold_float_cast(ctx: ConversionContext, emitted: list[onnx.NodeProto], start: int) -> bool:
+    """Folds a lone float-to-float Cast (weight decompression in FP16 IRs) with numpy, which
+    rounds exactly as ONNX Cast does, instead of building a model for the reference
+    evaluator around a copy of every weight."""
+    if len(emitted) != 1 or emitted[0].op_type != "Cast":
+        return False
+    node = emitted[0]
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if set(attributes) != {"to"}:
+        return False
+    value = ctx.constants[node.input[0]]
+    target = helper.tensor_dtype_to_np_dtype(attributes["to"])
+    if value.dtype.kind != "f" or target.kind != "f":
+        return False
+    del ctx.nodes[start:]
+    ctx.add_constant(node.output[0], value if value.dtype == target else value.astype(target))
+    return True
 
 
 def _keep_as_custom(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
@@ -395,6 +447,7 @@ def convert_ir_model(
         options=options or LoweringOptions(),
         in_place=True,
     )
-    _attach(lowered.model, late)
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
-    return ConversionResult(lowered.model, lowered.lowered, kept, _Deferred(unlowered, late))
+    return ConversionResult(
+        lowered.model, lowered.lowered, kept, _Deferred(unlowered, late), dict(late)
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import ml_dtypes
@@ -68,7 +69,10 @@ def onnx_type(ir_type: str) -> int:
 
 
 class Weights:
-    """The ``.bin`` file, memory-mapped: a Const is read only when used, and once."""
+    """The ``.bin`` file, memory-mapped: a Const is read only when used, and once.
+
+    Const values are read-only arrays: converters derive new arrays, never edit these.
+    """
 
     def __init__(self, path: str | os.PathLike | None) -> None:
         self.path = Path(path) if path is not None else None
@@ -112,7 +116,26 @@ class Weights:
                 f"{where}: bytes {offset}..{offset + size} lie past the end of "
                 f"{self.path} ({len(self._data)} bytes)"
             )
-        raw = np.array(self._data[offset : offset + size])  # one copy, detached from the map
+        # One copy, detached from the map; the array views it read-only, and
+        # ``raw_bytes`` hands the same bytes to the ONNX tensor without another copy.
+        raw = self._data[offset : offset + size].tobytes()
         if ir_type == "boolean":
-            return raw.astype(np.bool_).reshape(shape)
-        return raw.view(dtype).reshape(shape)
+            return np.frombuffer(raw, np.uint8).astype(np.bool_).reshape(shape)
+        return np.frombuffer(raw, dtype).reshape(shape)
+
+
+def raw_bytes(array: np.ndarray) -> bytes:
+    """``array``'s bytes as ONNX stores them (little-endian, C order): the bytes object a
+    weight was read into when ``array`` views all of it, else a copy."""
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if (
+        isinstance(base, bytes)
+        and len(base) == array.nbytes
+        and array.flags.c_contiguous
+        and sys.byteorder == "little"
+        and array.dtype.byteorder in "=|<"
+    ):
+        return base
+    return np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
