@@ -196,15 +196,10 @@ def conv_stack_ir(folder: Path, megabytes: int, compress: bool = False) -> Path:
     return xml
 
 
-def _median(function, repeats: int, cleanup=None) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-        if cleanup is not None:
-            cleanup()
-    return float(np.median(times))
+def _seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
 
 
 def cpu_isa_flags() -> list[str]:
@@ -246,14 +241,20 @@ def ir_versus_openvino(megabytes: int, repeats: int, compress: bool = False) -> 
             core = ov.Core()
             core.compile_model(core.read_model(xml), "CPU")
 
-        convert_s = _median(ours, repeats, cleanup=lambda: written[-1].unlink())
-        openvino_s = _median(openvino, repeats)
+        # Interleaved, so that both see the same load on a shared machine.
+        pairs = []
+        for _ in range(repeats):
+            pairs.append((_seconds(ours), _seconds(openvino)))
+            written[-1].unlink()
+    convert_s = float(np.median([p[0] for p in pairs]))
+    openvino_s = float(np.median([p[1] for p in pairs]))
     row = {
         "ir_bytes": size,
         "fp16_weights": compress,
         "convert_s": convert_s,
         "openvino_read_compile_s": openvino_s,
         "ratio": convert_s / openvino_s,
+        "median_pair_ratio": float(np.median([a / b for a, b in pairs])),
         "cpu_isa": cpu_isa_flags(),
         "repeats": repeats,
     }
@@ -261,6 +262,7 @@ def ir_versus_openvino(megabytes: int, repeats: int, compress: bool = False) -> 
         f"{size / 2**20:.0f} MB IR{' (f16 weights)' if compress else ''}: "
         f"b2s-onnx convert+save {convert_s:.2f} s, OpenVINO "
         f"read_model+compile_model {openvino_s:.2f} s, ratio {convert_s / openvino_s:.2f} "
+        f"(median of per-run ratios {row['median_pair_ratio']:.2f}) "
         f"(medians of {repeats}); CPU: {' '.join(row['cpu_isa'])}"
     )
     return row

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 import sys
 from pathlib import Path
@@ -69,21 +70,23 @@ def onnx_type(ir_type: str) -> int:
 
 
 class Weights:
-    """The ``.bin`` file, memory-mapped: a Const is read only when used, and once.
+    """The ``.bin`` file, memory-mapped read-only: a Const's array is a view of the map,
+    so weights are copied only where they go (into the ONNX file, or the model).
 
     Const values are read-only arrays: converters derive new arrays, never edit these.
     """
 
     def __init__(self, path: str | os.PathLike | None) -> None:
         self.path = Path(path) if path is not None else None
-        self._data: np.ndarray | None = None
+        self._size: int | None = None
+        self._map: mmap.mmap | bytes = b""
         if self.path is not None:
             if not self.path.is_file():
                 raise B2SError(f"{self.path}: no such file (the IR's weights)")
-            size = self.path.stat().st_size
-            self._data = (
-                np.memmap(self.path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
-            )
+            self._size = self.path.stat().st_size
+            if self._size:
+                with open(self.path, "rb") as handle:
+                    self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
 
     def const(self, layer: Layer) -> np.ndarray:
         where = layer.where()
@@ -109,19 +112,17 @@ class Weights:
                 f"{where}: size {size} does not match shape {list(shape)} x "
                 f"{dtype.itemsize} bytes = {expected}"
             )
-        if self._data is None:
+        if self._size is None or self.path is None:
             raise B2SError(f"{where}: needs a .bin file")
-        if offset + size > len(self._data):
+        if offset + size > self._size:
             raise B2SError(
                 f"{where}: bytes {offset}..{offset + size} lie past the end of "
-                f"{self.path} ({len(self._data)} bytes)"
+                f"{self.path} ({self._size} bytes)"
             )
-        # One copy, detached from the map; the array views it read-only, and
-        # ``raw_bytes`` hands the same bytes to the ONNX tensor without another copy.
-        raw = self._data[offset : offset + size].tobytes()
         if ir_type == "boolean":
-            return np.frombuffer(raw, np.uint8).astype(np.bool_).reshape(shape)
-        return np.frombuffer(raw, dtype).reshape(shape)
+            raw = np.frombuffer(self._map, np.uint8, count=count, offset=offset)
+            return raw.astype(np.bool_).reshape(shape)
+        return np.frombuffer(self._map, dtype, count=count, offset=offset).reshape(shape)
 
 
 def raw_bytes(array: np.ndarray) -> bytes:
