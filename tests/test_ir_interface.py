@@ -189,19 +189,28 @@ def test_dynamic_dims_are_symbolic_and_any_size_runs(tmp_path, shape, feed_shape
         assert ours.tobytes() == theirs.tobytes()
 
 
-def test_v10_legacy_interface_widens_f16_inputs_and_narrows_outputs():
-    """OpenVINO's reader converts a v10 IR's f16 inputs to f32, and its outputs to f32 or
-    i32: the corpus has two FP16 v10 IRs to pin this on."""
-    from pathlib import Path
-
-    corpus = Path(__file__).resolve().parents[2] / "shared" / "ir-corpus"
-    xml = corpus / "road-segmentation-adas-0001" / "model.xml"
-    if not xml.is_file():
-        pytest.skip("shared/ir-corpus not present")
-    assert 'version="10"' in xml.read_text()[:200]
-    assert 'element_type="f16"' in xml.read_text()
-    converted = b2s_onnx.convert_ir(xml)
-    assert_same_interface(converted, xml)
+def test_v10_legacy_interface_widens_f16_inputs_and_narrows_outputs(tmp_path):
+    """OpenVINO's reader converts a v10 IR's f16 inputs to f32, its integer outputs to i32
+    and its other outputs to f32; the same IR saved as v11 keeps every type."""
+    x = ops.parameter([2, 3], np.float16, name="x")
+    outputs = []
+    for ov_type in ("i64", "boolean", "u8", "f16", "i32"):
+        scaled = ops.multiply(ops.convert(x, "f32"), np.float32(3.0))
+        out = ops.convert(scaled, ov_type)
+        out.output(0).set_names({f"out_{ov_type}"})
+        outputs.append(out)
+    v11 = _save(tmp_path, outputs, [x], "v11")
+    v10 = tmp_path / "v10.xml"
+    v10.write_text(v11.read_text().replace('version="11"', 'version="10"', 1))
+    v10.with_suffix(".bin").write_bytes(v11.with_suffix(".bin").read_bytes())
+    data = np.array([[1.5, -2.0, 0.3], [100.0, -100.0, 7.0]], np.float16)
+    for xml, feed in ((v11, data), (v10, data.astype(np.float32))):
+        converted = b2s_onnx.convert_ir(xml)
+        onnx.checker.check_model(converted, full_check=True)
+        assert_same_interface(converted, xml)
+        for ours, theirs in run_both(converted, xml, {"x": feed}):
+            assert ours.dtype == theirs.dtype
+            assert ours.tobytes() == theirs.tobytes()
 
 
 @pytest.mark.parametrize("compress", [False, True])
