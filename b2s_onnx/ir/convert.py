@@ -4,8 +4,13 @@ Layers are converted in topological order by the registry in ``converters``; a l
 whose inputs are all constants is evaluated at once (onnx's reference evaluator on the
 nodes just emitted) and becomes a constant, which folds weight decompression, ShapeOf
 chains and prior boxes. The four data-movement ops are emitted as custom-domain nodes
-and lowered by the same rule registry as ``b2s_onnx.lower``. Finally every converted
-shape is checked against the shapes the IR declares on its ports.
+and lowered by the same rule registry as ``b2s_onnx.lower``. Every converted shape is
+checked against the shapes the IR declares on its ports, and those shapes are written as
+value_info, so ranks the IR states survive where ONNX inference cannot see them.
+
+Inputs and outputs are the ones OpenVINO's reader exposes (see ``interface``). Large
+weights stay views of the ``.bin`` until the model is read or saved, so a conversion
+copies each weight about once.
 """
 
 from __future__ import annotations
@@ -96,8 +101,11 @@ class ConversionResult:
     ) -> list[Path]:
         """Writes the model as :func:`b2s_onnx.io.save_model` does; a model that fits in one
         file and was not read yet is written straight from the IR's weights."""
-        fits = stream_size(self._model, self._late) < PROTOBUF_LIMIT
-        if self._late and not external_data and fits:
+        if (
+            self._late
+            and not external_data
+            and stream_size(self._model, self._late) < PROTOBUF_LIMIT
+        ):
             return [save_with_late_tensors(self._model, self._late, path)]
         return save_model(
             self.model, path, external_data=external_data, size_threshold=size_threshold
