@@ -246,3 +246,39 @@ def test_saved_file_holds_the_same_model_as_the_result(tmp_path, compress):
     again = tmp_path / "again.onnx"
     assert result.save(again) == [again]  # once materialised, saved the ordinary way
     assert onnx.load(again).graph.initializer == in_memory.graph.initializer
+
+
+def test_bf16_is_computed_in_f32_and_moved_exactly_but_for_nan_payloads(tmp_path):
+    """bf16 runs through f32 (onnxruntime has almost no bf16 kernels). Every value moves
+    exactly; a NaN stays a NaN of the same sign, but its payload becomes the canonical one
+    (onnxruntime's Cast to bf16 canonicalises NaNs, which a bf16-native plugin does not)."""
+    import ml_dtypes
+
+    x = ops.parameter([256, 256], ov.Type.bf16, name="x")
+    moved = ops.transpose(x, np.array([1, 0]))
+    moved.output(0).set_names({"moved"})
+    scaled = ops.multiply(x, ops.convert(ops.constant(np.float32(3.0)), "bf16"))
+    scaled.output(0).set_names({"scaled"})
+    xml = _save(tmp_path, [moved, scaled], [x])
+    converted = b2s_onnx.convert_ir(xml)
+    onnx.checker.check_model(converted, full_check=True)
+    assert [o.type.tensor_type.elem_type for o in converted.graph.output] == [
+        TensorProto.BFLOAT16
+    ] * 2
+    bits = np.arange(1 << 16, dtype=np.uint16).reshape(256, 256)
+    ours = run_onnxruntime(converted, {"x": bits.view(ml_dtypes.bfloat16)})
+    compiled = ov.Core().compile_model(ov.Core().read_model(xml), "CPU", CONFIG)
+    tensor = ov.Tensor(ov.Type.bf16, [256, 256])
+    tensor.data.view(np.uint16)[:] = bits
+    theirs = compiled({"x": tensor})
+    results = {next(iter(port.get_names())): np.asarray(theirs[port]) for port in compiled.outputs}
+    got = ours["moved"].view(np.uint16)
+    expected = results["moved"].view(np.uint16)
+    nan = (expected & 0x7F80 == 0x7F80) & (expected & 0x007F != 0)
+    assert got[~nan].tobytes() == expected[~nan].tobytes()
+    assert (got[nan] & 0x7FFF == 0x7FC0).all()
+    assert (got[nan] & 0x8000 == expected[nan] & 0x8000).all()
+    # Arithmetic: one bf16 rounding apart at most (the plugin flushes bf16 subnormals).
+    got = ours["scaled"].astype(np.float32)
+    expected = results["scaled"].view(ml_dtypes.bfloat16).astype(np.float32)
+    np.testing.assert_allclose(got, expected, rtol=2**-7, atol=1e-37)

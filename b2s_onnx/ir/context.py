@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -19,6 +20,8 @@ from b2s_onnx.ir.reader import IRModel, Layer
 from b2s_onnx.ir.weights import element_type, onnx_type
 from b2s_onnx.lowering._emit import NameAllocator
 
+#: Float types OpenVINO's CPU plugin computes in f32 under the f32 precision hint.
+NARROW_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 #: Float constants larger than this join the ONNX graph last, without an extra copy.
 LATE_TENSOR_BYTES = 1 << 16
 
@@ -116,7 +119,7 @@ class ConversionContext:
 
     def const(self, hint: str, value: np.ndarray | Sequence, dtype=None) -> str:
         array = np.asarray(value, dtype=dtype)
-        if array.dtype == np.float16:
+        if array.dtype in NARROW_FLOATS:
             array = array.astype(np.float32)
         name = self.tmp(hint)
         self.add_constant(name, array)
@@ -125,7 +128,7 @@ class ConversionContext:
     def add_constant(self, name: str, array: np.ndarray) -> None:
         """Records a constant. Large float tensors get their ONNX tensor only when the model
         is assembled (see ``tensor_proto``): building it now would copy every weight."""
-        if array.dtype == np.float16:
+        if array.dtype in NARROW_FLOATS:
             array = array.astype(np.float32)
         self.constants[name] = array
         if array.dtype.kind == "f" and array.nbytes > LATE_TENSOR_BYTES:

@@ -14,7 +14,7 @@ from onnx import TensorProto
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.reader import Layer, parse_shape
 
-#: IR element type -> (numpy dtype, ONNX type). f16 maps to ONNX float: see ``onnx_type``.
+#: IR element type -> (numpy dtype, ONNX type); what f16/bf16 compute in: see ``onnx_type``.
 ELEMENT_TYPES: dict[str, tuple[np.dtype, int]] = {
     "f32": (np.dtype(np.float32), TensorProto.FLOAT),
     "f16": (np.dtype(np.float16), TensorProto.FLOAT16),
@@ -64,9 +64,10 @@ def element_type(name: str, where: str) -> str:
 
 
 def onnx_type(ir_type: str) -> int:
-    """The ONNX type a tensor of ``ir_type`` gets: f16 is computed as f32, as OpenVINO's
-    CPU plugin does under the f32 inference-precision hint."""
-    return TensorProto.FLOAT if ir_type == "f16" else ELEMENT_TYPES[ir_type][1]
+    """The ONNX type a tensor of ``ir_type`` is computed in: f16 and bf16 as f32, as
+    OpenVINO's CPU plugin does under the f32 inference-precision hint (and onnxruntime
+    has few kernels for either)."""
+    return TensorProto.FLOAT if ir_type in ("f16", "bf16") else ELEMENT_TYPES[ir_type][1]
 
 
 class Weights:
