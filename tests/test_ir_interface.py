@@ -282,3 +282,17 @@ def test_bf16_is_computed_in_f32_and_moved_exactly_but_for_nan_payloads(tmp_path
     got = ours["scaled"].astype(np.float32)
     expected = results["scaled"].view(ml_dtypes.bfloat16).astype(np.float32)
     np.testing.assert_allclose(got, expected, rtol=2**-7, atol=1e-37)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_weights_widen_to_f32_exactly_in_parallel_chunks(dtype):
+    import ml_dtypes
+
+    from b2s_onnx.ir.context import widen_to_f32
+
+    narrow = np.float16 if dtype == "float16" else ml_dtypes.bfloat16
+    bits = np.tile(np.arange(1 << 16, dtype=np.uint16), 24).reshape(3, 8, -1)  # 3 MiB
+    weights = bits.view(narrow)
+    widened = widen_to_f32(weights)
+    assert widened.shape == weights.shape
+    assert widened.tobytes() == weights.astype(np.float32).tobytes()
