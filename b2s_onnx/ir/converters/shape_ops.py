@@ -50,10 +50,10 @@ def _axes_vector(ctx: ConversionContext, axes: str) -> str:
     value = ctx.value(axes)
     if value is not None:
         return _i64(ctx, "axes", value.reshape(-1))
-    axes = ctx.int64(axes)
-    if ctx.shape(axes) is not None and len(ctx.shape(axes)) == 1:
-        return axes
-    return ctx.one("Reshape", [axes, _i64(ctx, "vector", [-1])])
+    shape = ctx.shape(axes)
+    if shape is not None and len(shape) == 1:
+        return ctx.int64(axes)
+    return ctx.one("Reshape", [ctx.int64(axes), _i64(ctx, "vector", [-1])])
 
 
 @converts("Squeeze", (1, 15))
