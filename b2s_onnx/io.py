@@ -122,7 +122,9 @@ def save_model(
     if not folder.is_dir():
         raise B2SError(f"{target}: folder {folder} does not exist")
     if external_data is None:
-        external_data = estimated_size(model) > PROTOBUF_LIMIT
+        # Measuring a model serialises it (a copy of every weight): only near the limit.
+        near_limit = _tensor_bytes(model) > PROTOBUF_LIMIT - _NON_TENSOR_HEADROOM
+        external_data = near_limit and estimated_size(model) > PROTOBUF_LIMIT
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=folder))
     try:
         staged = staging / target.name
@@ -183,14 +185,23 @@ def _elements(tensor: onnx.TensorProto) -> int:
     return count
 
 
+#: Bytes of nodes, names and value infos no real model comes near.
+_NON_TENSOR_HEADROOM = 1 << 28
+
+
+def _tensor_bytes(model: onnx.ModelProto) -> int:
+    return sum(
+        _elements(tensor) * _itemsize(tensor)
+        for graph in all_graphs(model.graph)
+        for tensor in graph.initializer
+    )
+
+
 def estimated_size(model: onnx.ModelProto) -> int:
     """The model's size in bytes. Exact for models under 256 MiB of tensors; above, from
     tensor shapes, since ``ModelProto.ByteSize()`` serialises the model, which costs another
     copy of every weight."""
-    tensors = 0
-    for graph in all_graphs(model.graph):
-        for tensor in graph.initializer:
-            tensors += _elements(tensor) * _itemsize(tensor)
+    tensors = _tensor_bytes(model)
     if tensors < 1 << 28:
         return model.ByteSize()
     return tensors + (1 << 20)  # nodes, names and value infos: generously

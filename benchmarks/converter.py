@@ -1,8 +1,10 @@
 """How the converter itself scales: ``lower`` on models with many custom nodes, against
-``onnx.load`` + ``onnx.save`` of the same model, and peak memory on a ~1 GB model.
+``onnx.load`` + ``onnx.save`` of the same model, peak memory on a ~1 GB model, and
+``convert_ir`` of a ~100 MB IR against OpenVINO's own ``read_model`` + ``compile_model``.
 
-    python -m benchmarks.converter                  # 1k..10k nodes, and a 1 GB model
-    python -m benchmarks.converter --skip-large
+    python -m benchmarks.converter                  # 1k..10k nodes, a 1 GB model, a 100 MB IR
+    python -m benchmarks.converter --skip-large --skip-ir
+    python -m benchmarks.converter --counts --skip-large   # only the IR comparison
 """
 
 from __future__ import annotations
@@ -166,16 +168,124 @@ def large_model(megabytes: int) -> dict:
         return row
 
 
+def conv_stack_ir(folder: Path, megabytes: int, compress: bool = False) -> Path:
+    """An IR of 3x3 convolutions (256 channels, bias, ReLU) holding ~``megabytes`` MB of f32
+    weights, with a SpaceToBatch/BatchToSpace dilated block in the middle: the shape of a
+    real vision backbone, saved uncompressed as ``openvino.save_model`` writes it."""
+    import openvino as ov
+    import openvino.opset13 as ops
+
+    channels = 256
+    per_layer = channels * channels * 9 * 4
+    layers = max(2, round(megabytes * 2**20 / per_layer))
+    rng = np.random.default_rng(0)
+    x = ops.parameter([1, channels, 16, 16], np.float32, name="image")
+    current = x
+    for index in range(layers):
+        if index == layers // 2:
+            blocks = np.array([1, 1, 2, 2])
+            current = ops.space_to_batch(current, blocks, np.array([0, 0, 2, 2]), [0, 0, 2, 2])
+        weights = (rng.standard_normal((channels, channels, 3, 3)) * 0.02).astype(np.float32)
+        current = ops.convolution(current, weights, [1, 1], [1, 1], [1, 1], [1, 1])
+        bias = rng.standard_normal((1, channels, 1, 1)).astype(np.float32)
+        current = ops.relu(ops.add(current, bias))
+        if index == layers // 2:
+            current = ops.batch_to_space(current, blocks, [0, 0, 2, 2], [0, 0, 2, 2])
+    xml = folder / ("stack_fp16.xml" if compress else "stack.xml")
+    ov.save_model(ov.Model([current], [x]), xml, compress_to_fp16=compress)
+    return xml
+
+
+def _seconds(function) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def cpu_isa_flags() -> list[str]:
+    """The vector ISA extensions this CPU reports (they decide OpenVINO's kernels)."""
+    wanted = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16")
+    wanted += ("amx_tile", "amx_bf16", "amx_int8", "avx_vnni")
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next(
+        (line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")),
+        [],
+    )
+    return [flag for flag in wanted if flag in flags]
+
+
+def ir_versus_openvino(megabytes: int, repeats: int, compress: bool = False) -> dict:
+    """Median seconds of ``convert_ir`` + saving the ONNX file, and of OpenVINO's
+    ``read_model`` + ``compile_model`` on CPU, for the same ~``megabytes`` MB of f32
+    weights (``compress``: stored as f16 in the IR, as OpenVINO saves by default)."""
+    import openvino as ov
+
+    from b2s_onnx.ir.convert import convert_ir_model
+
+    with tempfile.TemporaryDirectory() as folder:
+        xml = conv_stack_ir(Path(folder), megabytes, compress)
+        size = xml.stat().st_size + xml.with_suffix(".bin").stat().st_size
+        written = []
+
+        def ours() -> None:
+            # A new file each time, as a user converting once writes: replacing the last
+            # run's output would add the cost of freeing it.
+            target = Path(folder) / f"stack{len(written)}.onnx"
+            convert_ir_model(xml).save(target)
+            written.append(target)
+
+        def openvino() -> None:
+            core = ov.Core()
+            core.compile_model(core.read_model(xml), "CPU")
+
+        # Interleaved, so that both see the same load on a shared machine.
+        pairs = []
+        for _ in range(repeats):
+            pairs.append((_seconds(ours), _seconds(openvino)))
+            written[-1].unlink()
+    convert_s = float(np.median([p[0] for p in pairs]))
+    openvino_s = float(np.median([p[1] for p in pairs]))
+    row = {
+        "ir_bytes": size,
+        "fp16_weights": compress,
+        "convert_s": convert_s,
+        "openvino_read_compile_s": openvino_s,
+        "ratio": convert_s / openvino_s,
+        "median_pair_ratio": float(np.median([a / b for a, b in pairs])),
+        "cpu_isa": cpu_isa_flags(),
+        "repeats": repeats,
+    }
+    print(
+        f"{size / 2**20:.0f} MB IR{' (f16 weights)' if compress else ''}: "
+        f"b2s-onnx convert+save {convert_s:.2f} s, OpenVINO "
+        f"read_model+compile_model {openvino_s:.2f} s, ratio {convert_s / openvino_s:.2f} "
+        f"(median of per-run ratios {row['median_pair_ratio']:.2f}) "
+        f"(medians of {repeats}); CPU: {' '.join(row['cpu_isa'])}"
+    )
+    return row
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="converter speed and memory")
-    parser.add_argument("--counts", type=int, nargs="+", default=[1000, 2500, 5000, 10000])
+    parser.add_argument("--counts", type=int, nargs="*", default=[1000, 2500, 5000, 10000])
     parser.add_argument("--megabytes", type=int, default=1024)
     parser.add_argument("--skip-large", action="store_true")
+    parser.add_argument("--skip-ir", action="store_true")
+    parser.add_argument("--ir-megabytes", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     results = {"scaling": node_scaling(args.counts)}
     if not args.skip_large:
         results["large"] = large_model(args.megabytes)
+    if not args.skip_ir:
+        results["ir"] = [
+            ir_versus_openvino(args.ir_megabytes, args.repeats, compress)
+            for compress in (False, True)
+        ]
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
 

@@ -18,7 +18,7 @@ from b2s_onnx.cli._common import (
     tolerance_options,
     warn,
 )
-from b2s_onnx.cli._model_output import output_options, write_model
+from b2s_onnx.cli._model_output import output_options
 from b2s_onnx.cli._output import (
     Reporter,
     before_after_table,
@@ -29,7 +29,6 @@ from b2s_onnx.cli._output import (
 )
 from b2s_onnx.cli._paths import model_file, output_file, writable_file
 from b2s_onnx.cli.check_cmd import print_result
-from b2s_onnx.io import estimated_size
 from b2s_onnx.lowering import LoweringOptions
 
 
@@ -137,8 +136,11 @@ def convert_command(
             int8=int8,
         )
     elapsed = time.perf_counter() - start
-    written = write_model(
-        result.model, target, external=save_external_data, threshold=external_data_threshold
+    # Saved by the result itself: it writes the weights without copying them into the model.
+    written = result.save(
+        target,
+        external_data=True if save_external_data else None,
+        size_threshold=external_data_threshold,
     )
     report.print(
         before_after_table(
@@ -146,7 +148,7 @@ def convert_command(
             before,
             op_counts(result.model),
             before_bytes,
-            estimated_size(result.model),
+            sum(path.stat().st_size for path in written),
             elapsed,
         )
     )

@@ -8,8 +8,11 @@ users find their inputs and outputs under the names OpenVINO shows.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
+import ml_dtypes
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -19,6 +22,11 @@ from b2s_onnx.ir.quantization import DequantizedConstants
 from b2s_onnx.ir.reader import IRModel, Layer
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering._emit import NameAllocator
+
+#: Float types OpenVINO's CPU plugin computes in f32 under the f32 precision hint.
+NARROW_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+#: Float constants larger than this join the ONNX graph last, without an extra copy.
+LATE_TENSOR_BYTES = 1 << 16
 
 NUMPY_OF_ONNX = {
     TensorProto.FLOAT: np.float32,
@@ -35,12 +43,34 @@ NUMPY_OF_ONNX = {
 }
 
 
+#: Weights at least this large are widened to f32 by several threads (numpy releases the
+#: GIL while converting; f16 -> f32 dominates converting an FP16 IR).
+_PARALLEL_WIDEN_BYTES = 1 << 20
+_WIDEN_THREADS = max(1, min(4, os.cpu_count() or 1))
+
+
+def widen_to_f32(array: np.ndarray) -> np.ndarray:
+    """``array.astype(float32)``, exact for f16 and bf16, in chunks across threads when
+    large."""
+    if array.nbytes < _PARALLEL_WIDEN_BYTES or _WIDEN_THREADS == 1:
+        return array.astype(np.float32)
+    out = np.empty(array.shape, np.float32)
+    source, target = array.reshape(-1), out.reshape(-1)
+    step = -(-source.size // _WIDEN_THREADS)
+    starts = range(0, source.size, step)
+    with ThreadPoolExecutor(_WIDEN_THREADS) as pool:
+        list(pool.map(lambda i: np.copyto(target[i : i + step], source[i : i + step]), starts))
+    return out
+
+
 class ConversionContext:
     def __init__(self, model: IRModel, opset: int) -> None:
         self.model = model
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: dict[str, TensorProto] = {}
+        #: Constants whose ONNX tensor is built late (large float weights).
+        self.late_initializers: set[str] = set()
         self.names = NameAllocator(set())
         #: (layer id, output port id) -> tensor name
         self.tensors: dict[tuple[str, int], str] = {}
@@ -121,19 +151,31 @@ class ConversionContext:
 
     def const(self, hint: str, value: np.ndarray | Sequence, dtype=None) -> str:
         array = np.asarray(value, dtype=dtype)
-        if array.dtype == np.float16:
-            array = array.astype(np.float32)
         name = self.tmp(hint)
         self.add_constant(name, array)
         return name
 
     def add_constant(self, name: str, array: np.ndarray) -> None:
-        if array.dtype == np.float16:
-            array = array.astype(np.float32)
+        """Records a constant. Large float tensors get their ONNX tensor only when the model
+        is assembled (see ``tensor_proto``): building it now would copy every weight."""
+        if array.dtype in NARROW_FLOATS:
+            array = widen_to_f32(array)
         self.constants[name] = array
-        self.initializers[name] = numpy_helper.from_array(array, name)
+        if array.dtype.kind == "f" and array.nbytes > LATE_TENSOR_BYTES:
+            self.late_initializers.add(name)
+        else:
+            self.initializers[name] = numpy_helper.from_array(array, name)
         self.types[name] = helper.np_dtype_to_tensor_dtype(array.dtype)
         self.shapes[name] = tuple(array.shape)
+
+    def is_initializer(self, name: str) -> bool:
+        return name in self.initializers or name in self.late_initializers
+
+    def tensor_proto(self, name: str) -> TensorProto:
+        """The ONNX tensor of a constant, built now if it was deferred."""
+        if name in self.initializers:
+            return self.initializers[name]
+        return numpy_helper.from_array(self.constants[name], name)
 
     def node(
         self,

@@ -4,8 +4,13 @@ Layers are converted in topological order by the registry in ``converters``; a l
 whose inputs are all constants is evaluated at once (onnx's reference evaluator on the
 nodes just emitted) and becomes a constant, which folds weight decompression, ShapeOf
 chains and prior boxes. The four data-movement ops are emitted as custom-domain nodes
-and lowered by the same rule registry as ``b2s_onnx.lower``. Finally every converted
-shape is checked against the shapes the IR declares on its ports.
+and lowered by the same rule registry as ``b2s_onnx.lower``. Every converted shape is
+checked against the shapes the IR declares on its ports, and those shapes are written as
+value_info, so ranks the IR states survive where ONNX inference cannot see them.
+
+Inputs and outputs are the ones OpenVINO's reader exposes (see ``interface``). Large
+weights stay views of the ``.bin`` until the model is read or saved, so a conversion
+copies each weight about once.
 """
 
 from __future__ import annotations
@@ -17,21 +22,24 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.graph.walk import subgraphs, used_names
+from b2s_onnx.io import DEFAULT_EXTERNAL_THRESHOLD, save_model
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.converters.registry import prepare, registration
 from b2s_onnx.ir.converters.schema import declared_only
+from b2s_onnx.ir.interface import input_type, output_type, symbolic_shape
 from b2s_onnx.ir.quantization import dequantize_weights, note_layer
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
-from b2s_onnx.ir.weights import Weights, element_type, onnx_type
+from b2s_onnx.ir.weights import Weights, element_type, onnx_type, raw_bytes
+from b2s_onnx.ir.writer import PROTOBUF_LIMIT, save_with_late_tensors, stream_size
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
 from b2s_onnx.rewrites import RewriteReport, apply_rewrites
 
@@ -50,17 +58,116 @@ class ConversionMismatchError(RuntimeError):
 
 
 @dataclass
+class _Deferred:
+    """A model whose large initializers are attached only when it is first asked for."""
+
+    stub: onnx.ModelProto
+    late: dict[str, np.ndarray]
+
+    def build(self) -> onnx.ModelProto:
+        _attach(self.stub, self.late)
+        return self.stub
+
+
+@dataclass
 class ConversionResult:
-    model: onnx.ModelProto
+    """What ``convert_ir_model`` produced. The large weights join ``model`` when it is
+    first read; :meth:`save` can write them without ever copying them into it."""
+
+    _model: onnx.ModelProto
     lowered: list[LoweredNode] = field(default_factory=list)
     kept_unsupported: list[str] = field(default_factory=list)
-    #: The converted graph before lowering (data-movement ops still custom nodes).
-    unlowered: onnx.ModelProto | None = None
+    _unlowered: onnx.ModelProto | _Deferred | None = field(default=None, repr=False)
+    _late: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
     #: What the graph rewrites for onnxruntime's speed did (empty with ``fuse=False``).
     rewrites: RewriteReport = field(default_factory=RewriteReport)
     #: Layers written in another form than asked for, with the reason (e.g. a FakeQuantize
     #: kept as float arithmetic).
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def model(self) -> onnx.ModelProto:
+        """The converted, lowered ONNX model."""
+        if self._late:
+            _attach(self._model, self._late)
+            self._late = {}
+        return self._model
+
+    @property
+    def unlowered(self) -> onnx.ModelProto | None:
+        """The converted graph before lowering (data-movement ops still custom nodes).
+
+        Built on first use: it holds a second copy of every weight, which plain
+        conversions never need.
+        """
+        if isinstance(self._unlowered, _Deferred):
+            self._unlowered = self._unlowered.build()
+        return self._unlowered
+
+    def save(
+        self,
+        path: str | os.PathLike,
+        *,
+        external_data: bool | None = None,
+        size_threshold: int = DEFAULT_EXTERNAL_THRESHOLD,
+    ) -> list[Path]:
+        """Writes the model as :func:`b2s_onnx.io.save_model` does; a model that fits in one
+        file and was not read yet is written straight from the IR's weights."""
+        if (
+            self._late
+            and not external_data
+            and stream_size(self._model, self._late) < PROTOBUF_LIMIT
+        ):
+            return [save_with_late_tensors(self._model, self._late, path)]
+        return save_model(
+            self.model, path, external_data=external_data, size_threshold=size_threshold
+        )
+
+
+def _assemble(
+    ctx: ConversionContext,
+    name: str,
+    graph_inputs: list[onnx.ValueInfoProto],
+    graph_outputs: list[onnx.ValueInfoProto],
+) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The converted model with large float weights as typed stubs (returned by name):
+    lowering and shape inference never read their bytes, so they join the graph last."""
+    model = onnx.ModelProto(ir_version=onnx.IR_VERSION, producer_name="b2s-onnx")
+    imports = [helper.make_opsetid("", ctx.opset)]
+    node_domains = {n.domain for n in ctx.nodes}
+    imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
+    model.opset_import.extend(imports)
+    graph = model.graph
+    graph.name = name
+    graph.node.extend(ctx.nodes)
+    graph.input.extend(graph_inputs)
+    graph.output.extend(graph_outputs)
+    used = {n for node in ctx.nodes for n in node.input} | {o.name for o in graph_outputs}
+    used |= {n for node in ctx.nodes for sub in subgraphs(node) for n in used_names(sub)}
+    late: dict[str, np.ndarray] = {}
+    for tensor_name in dict.fromkeys([*ctx.initializers, *ctx.late_initializers]):
+        if tensor_name not in used:
+            continue
+        if tensor_name in ctx.initializers:
+            graph.initializer.append(ctx.initializers[tensor_name])
+            continue
+        array = ctx.constants[tensor_name]
+        graph.initializer.add(
+            name=tensor_name,
+            data_type=helper.np_dtype_to_tensor_dtype(array.dtype),
+            dims=array.shape,
+        )
+        late[tensor_name] = array
+    return model, late
+
+
+def _attach(model: onnx.ModelProto, late: dict[str, np.ndarray]) -> None:
+    """Fills the stubs :func:`_assemble` left with the weights' bytes (one copy each)."""
+    for tensor in model.graph.initializer:
+        array = late.get(tensor.name)
+        if array is not None and not tensor.raw_data:
+            tensor.raw_data = raw_bytes(array)
 
 
 def _with_bodies(layers: Iterable[Layer]) -> Iterator[Layer]:
@@ -79,23 +186,101 @@ def _unsupported(order: list[Layer]) -> list[Layer]:
     ]
 
 
-def _parameter_info(ctx: ConversionContext, layer: Layer) -> onnx.ValueInfoProto:
-    name = ctx.out(layer)
-    ir_type = element_type(
-        layer.data.get("element_type", layer.outputs[0].precision or ""), layer.where()
-    )
-    if "shape" in layer.data:
-        dims = parse_shape(layer.data["shape"], ctx.model.path, layer.where())
-    else:
-        dims = layer.outputs[0].dims
-    ctx.types[name] = onnx_type(ir_type)
-    ctx.shapes[name] = dims
-    shape = (
-        None
-        if dims is None
-        else [d if d is not None else f"{name}_d{i}" for i, d in enumerate(dims)]
-    )
-    return helper.make_tensor_value_info(name, onnx_type(ir_type), shape)
+def _declare_inputs(ctx: ConversionContext, order: list[Layer]) -> list[onnx.ValueInfoProto]:
+    """Graph inputs as OpenVINO exposes the Parameters; a Cast into the compute type where
+    the two differ (the converters then read the cast tensor)."""
+    infos = []
+    for layer in order:
+        if layer.type != "Parameter":
+            continue
+        name = ctx.out(layer)
+        ir_type = element_type(
+            layer.data.get("element_type", layer.outputs[0].precision or ""), layer.where()
+        )
+        if "shape" in layer.data:
+            dims = parse_shape(layer.data["shape"], ctx.model.path, layer.where())
+        else:
+            dims = layer.outputs[0].dims
+        exposed, computed = input_type(ctx.model.version, ir_type), onnx_type(ir_type)
+        ctx.types[name] = exposed
+        ctx.shapes[name] = dims
+        if exposed != computed:
+            internal = ctx.names.fresh(f"{name}/{_type_name(computed)}")
+            ctx.tensors[(layer.id, layer.outputs[0].id)] = internal
+            ctx.types[internal] = computed
+            ctx.shapes[internal] = dims
+            ctx.begin(layer)
+            ctx.node("Cast", [name], internal, hint="input_type", to=computed)
+        infos.append(helper.make_tensor_value_info(name, exposed, symbolic_shape(name, dims)))
+    return infos
+
+
+def _type_name(onnx_elem_type: int) -> str:
+    return TensorProto.DataType.Name(onnx_elem_type).lower()
+
+
+def _result_ir_type(ctx: ConversionContext, layer: Layer) -> str | None:
+    """The element type the IR states for a Result (its input port, else its producer's)."""
+    precision = layer.inputs[0].precision if layer.inputs else None
+    if not precision and layer.inputs:
+        source_layer, source_port = ctx.model.sources[(layer.id, layer.inputs[0].id)]
+        precision = ctx.model.layers[source_layer].output_port(source_port).precision
+    return element_type(precision, layer.where()) if precision else None
+
+
+def _reserve_result_tensors(ctx: ConversionContext, order: list[Layer]) -> dict[str, str]:
+    """Gives a Result's producer an internal name when the output needs a Cast, so that the
+    Cast can write the name OpenVINO shows. Returns internal name -> exposed name."""
+    renamed: dict[str, str] = {}
+    for layer in order:
+        if layer.type != "Result" or len(layer.inputs) != 1:
+            continue
+        source = ctx.model.sources[(layer.id, layer.inputs[0].id)]
+        if ctx.model.layers[source[0]].type in _STRUCTURAL:
+            continue
+        tensor = ctx.tensors[source]
+        ir_type = _result_ir_type(ctx, layer)
+        if tensor in renamed or ir_type is None:
+            continue
+        computed = ctx.type_of(tensor)
+        if output_type(ctx.model.version, ir_type) == computed:
+            continue
+        internal = ctx.names.fresh(f"{tensor}/{_type_name(computed)}")
+        ctx.tensors[source] = internal
+        ctx.types[internal] = computed
+        ctx.shapes[internal] = ctx.shapes.get(tensor)
+        renamed[internal] = tensor
+    return renamed
+
+
+def _declare_outputs(
+    ctx: ConversionContext,
+    results: list[tuple[Layer, str]],
+    input_names: set[str],
+    renamed: dict[str, str],
+) -> list[onnx.ValueInfoProto]:
+    """Graph outputs as OpenVINO exposes the Results: their names, element types and
+    partial shapes, with a Cast (or an Identity, for a name already taken) at the edge."""
+    outputs = []
+    taken = set(input_names)
+    for layer, tensor in results:
+        ir_type = _result_ir_type(ctx, layer)
+        computed = ctx.type_of(tensor)
+        exposed = computed if ir_type is None else output_type(ctx.model.version, ir_type)
+        name = renamed.get(tensor, tensor)
+        needs_node = name == tensor and (tensor in ctx.constants or exposed != computed)
+        if name in taken or needs_node:
+            name = ctx.names.fresh(layer.name)
+        taken.add(name)
+        if name != tensor:
+            ctx.begin(layer)
+            if exposed != computed:
+                ctx.node("Cast", [tensor], name, hint="output_type", to=exposed)
+            else:
+                ctx.node("Identity", [tensor], name, hint="result")
+        dims = layer.inputs[0].dims
+        outputs.append(helper.make_tensor_value_info(name, exposed, symbolic_shape(name, dims)))
+    return outputs
 
 
 def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -> None:
@@ -120,6 +305,8 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
     produced = {o for node in emitted for o in node.output}
     if not all(o in produced for o in outputs):
         return
+    if _fold_float_cast(ctx, emitted, start):
+        return
     graph = helper.make_graph(
         emitted,
         "fold",
@@ -127,10 +314,10 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
         [helper.make_empty_tensor_value_info(o) for o in outputs],
         [numpy_helper.from_array(ctx.constants[i], i) for i in dict.fromkeys(inputs)]
         + [
-            ctx.initializers[n]
+            ctx.tensor_proto(n)
             for node in emitted
             for n in node.input
-            if n in ctx.initializers and n not in inputs
+            if ctx.is_initializer(n) and n not in inputs
         ],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ctx.opset)])
@@ -141,6 +328,25 @@ def _fold(ctx: ConversionContext, layer: Layer, inputs: list[str], start: int) -
     del ctx.nodes[start:]
     for name, value in zip(outputs, values, strict=True):
         ctx.add_constant(name, np.asarray(value))
+
+
+def _fold_float_cast(ctx: ConversionContext, emitted: list[onnx.NodeProto], start: int) -> bool:
+    """Folds a lone float-to-float Cast (weight decompression in FP16 IRs) with numpy, which
+    rounds exactly as ONNX Cast does, instead of building a model for the reference
+    evaluator around a copy of every weight."""
+    if len(emitted) != 1 or emitted[0].op_type != "Cast":
+        return False
+    node = emitted[0]
+    attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    if set(attributes) != {"to"}:
+        return False
+    value = ctx.constants[node.input[0]]
+    target = helper.tensor_dtype_to_np_dtype(attributes["to"])
+    if value.dtype.kind != "f" or target.kind != "f":
+        return False
+    del ctx.nodes[start:]
+    ctx.add_constant(node.output[0], value if value.dtype == target else value.astype(target))
+    return True
 
 
 def _keep_as_custom(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
@@ -157,8 +363,14 @@ def _keep_as_custom(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> 
     )
 
 
-def _check_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer]) -> None:
+def _declare_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer]) -> None:
+    """Checks every converted shape against the IR's ports and writes the IR's shapes as
+    value_info, so that a rank the IR states is known downstream even where ONNX shape
+    inference cannot derive it (run-time shape arithmetic, custom nodes awaiting lowering).
+    """
     infos = infer_infos(model)
+    boundary = {v.name for v in (*model.graph.input, *model.graph.output)}
+    declared_infos = []
     for layer in order:
         if layer.type in _STRUCTURAL:
             continue
@@ -166,20 +378,32 @@ def _check_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[La
             name = ctx.out(layer, index)
             declared = port.dims
             found = infos.get(name)
-            if (
-                declared is None
-                or found is None
-                or found.shape is None
-                or any(d is None for d in declared)
-                or any(d is None for d in found.shape)
-            ):
+            found_shape = found.shape if found is not None else None
+            _check_declared_shape(layer, index, declared, found_shape)
+            if declared is None or name in boundary or name in ctx.constants:
                 continue
-            if tuple(found.shape) != tuple(declared):
-                raise ConversionMismatchError(
-                    f"{layer.where()}: converted output {index} has shape {list(found.shape)} "
-                    f"but the IR declares {list(declared)}; this is a bug in b2s_onnx's "
-                    f"{layer.type} converter, please report it"
+            if found_shape is not None and len(found_shape) == len(declared):
+                declared = tuple(
+                    d if d is not None else f for d, f in zip(declared, found_shape, strict=True)
                 )
+            elem_type = found.elem_type if found is not None and found.elem_type else 0
+            declared_infos.append(
+                helper.make_tensor_value_info(name, elem_type or ctx.type_of(name), declared)
+            )
+    model.graph.value_info.extend(declared_infos)
+
+
+def _check_declared_shape(layer: Layer, index: int, declared, found) -> None:
+    if declared is None or found is None:
+        return
+    if any(d is None for d in declared) or any(d is None for d in found):
+        return
+    if tuple(found) != tuple(declared):
+        raise ConversionMismatchError(
+            f"{layer.where()}: converted output {index} has shape {list(found)} "
+            f"but the IR declares {list(declared)}; this is a bug in b2s_onnx's "
+            f"{layer.type} converter, please report it"
+        )
 
 
 def convert_layers(
@@ -230,7 +454,10 @@ def convert_ir_model(
     int8: str = "qdq",
 ) -> ConversionResult:
     """Converts the IR; ``progress`` (if given) is called once per layer converted;
-    ``fuse=False`` skips the rewrites that put the graph in onnxruntime's fastest forms."""
+    ``fuse=False`` skips the rewrites that put the graph in onnxruntime's fastest forms;
+    ``int8`` chooses how quantized layers are written ("qdq" or "float")."""
+    if int8 not in INT8_FORMS:
+        raise B2SError(f"int8='{int8}' is not one of {', '.join(INT8_FORMS)}")
     xml = Path(xml_path)
     ir: IRModel = read_ir_xml(xml)
     order = topological_order(ir)
@@ -245,8 +472,6 @@ def convert_ir_model(
     weights_path = Path(bin_path) if bin_path is not None else xml.with_suffix(".bin")
     weights = Weights(weights_path if needs_weights or bin_path is not None else None)
 
-    if int8 not in INT8_FORMS:
-        raise B2SError(f"int8='{int8}' is not one of {', '.join(INT8_FORMS)}")
     ctx = ConversionContext(ir, opset)
     ctx.int8 = int8
     for layer in order:
@@ -255,58 +480,40 @@ def convert_ir_model(
     for layer in order:
         if layer.type != "Parameter":
             ctx.assign_output_names(layer)
-    graph_inputs = [_parameter_info(ctx, layer) for layer in order if layer.type == "Parameter"]
+    graph_inputs = _declare_inputs(ctx, order)
+    renamed = _reserve_result_tensors(ctx, order)
 
     for layer in order:
         prepare(layer)
         check_arity(layer)
     ctx.weights = weights
     results = convert_layers(ctx, order, progress)
-
     if ctx.int8 == "qdq":
         dequantize_weights(ctx)
-    graph_outputs = []
-    taken: set[str] = set()
-    for layer, tensor in results:
-        name = tensor
-        if tensor in taken or tensor in ctx.constants or tensor in {i.name for i in graph_inputs}:
-            name = ctx.names.fresh(layer.name)
-            ctx.node("Identity", [tensor], name, hint="result")
-        taken.add(name)
-        dims = layer.inputs[0].dims
-        graph_outputs.append(
-            helper.make_tensor_value_info(
-                name,
-                ctx.type_of(tensor),
-                None
-                if dims is None
-                else [d if d is not None else f"{name}_d{i}" for i, d in enumerate(dims)],
-            )
-        )
+    graph_outputs = _declare_outputs(ctx, results, {i.name for i in graph_inputs}, renamed)
 
-    used = {n for node in ctx.nodes for n in node.input} | {o.name for o in graph_outputs}
-    used |= {n for node in ctx.nodes for sub in subgraphs(node) for n in used_names(sub)}
-    graph = helper.make_graph(
-        ctx.nodes,
-        ir.name,
-        graph_inputs,
-        graph_outputs,
-        [t for name, t in ctx.initializers.items() if name in used],
-    )
-    imports = [helper.make_opsetid("", opset)]
-    node_domains = {n.domain for n in ctx.nodes}
-    imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
-    model = helper.make_model(graph, opset_imports=imports, producer_name="b2s-onnx")
+    model, late = _assemble(ctx, ir.name, graph_inputs, graph_outputs)
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
-    _check_shapes(model, ctx, order)
+    _declare_shapes(model, ctx, order)
+    unlowered = onnx.ModelProto()
+    unlowered.CopyFrom(model)  # cheap: the large weights are not in it yet
     lowered = lower_model(
         model,
         opset=opset,
         domains=(DEFAULT_DOMAIN, *domains),
         options=replace(options or LoweringOptions(), fuse=fuse),
+        in_place=True,
     )
     rewrites = lowered.rewrites
     if fuse:
         rewrites.extend(apply_rewrites(lowered.model))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
-    return ConversionResult(lowered.model, lowered.lowered, kept, model, rewrites, ctx.notes)
+    return ConversionResult(
+        lowered.model,
+        lowered.lowered,
+        kept,
+        _Deferred(unlowered, late),
+        dict(late),
+        rewrites=rewrites,
+        notes=ctx.notes,
+    )

@@ -173,13 +173,13 @@ def dequantize_weights(ctx) -> list[str]:
         if node.op_type not in WEIGHT_INPUTS or node.domain not in ("", "ai.onnx"):
             continue
         position, axis = WEIGHT_INPUTS[node.op_type]
-        if len(node.input) <= position or node.input[position] not in initializers:
+        if len(node.input) <= position or node.input[position] not in ctx.constants:
             continue
         if node.input[position] in done:
             node.input[position] = done[node.input[position]]
             rewired.append(node.name)
             continue
-        weights = numpy_helper.to_array(initializers[node.input[position]])
+        weights = np.asarray(ctx.constants[node.input[position]])
         found = table.lookup(weights)
         if found is None or found.q.size != weights.size:
             continue

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import mmap
 import os
+import sys
 from pathlib import Path
 
 import ml_dtypes
@@ -12,7 +14,7 @@ from onnx import TensorProto
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.reader import Layer, parse_shape
 
-#: IR element type -> (numpy dtype, ONNX type). f16 maps to ONNX float: see ``onnx_type``.
+#: IR element type -> (numpy dtype, ONNX type); what f16/bf16 compute in: see ``onnx_type``.
 ELEMENT_TYPES: dict[str, tuple[np.dtype, int]] = {
     "f32": (np.dtype(np.float32), TensorProto.FLOAT),
     "f16": (np.dtype(np.float16), TensorProto.FLOAT16),
@@ -62,24 +64,30 @@ def element_type(name: str, where: str) -> str:
 
 
 def onnx_type(ir_type: str) -> int:
-    """The ONNX type a tensor of ``ir_type`` gets: f16 is computed as f32, as OpenVINO's
-    CPU plugin does under the f32 inference-precision hint."""
-    return TensorProto.FLOAT if ir_type == "f16" else ELEMENT_TYPES[ir_type][1]
+    """The ONNX type a tensor of ``ir_type`` is computed in: f16 and bf16 as f32, as
+    OpenVINO's CPU plugin does under the f32 inference-precision hint (and onnxruntime
+    has few kernels for either)."""
+    return TensorProto.FLOAT if ir_type in ("f16", "bf16") else ELEMENT_TYPES[ir_type][1]
 
 
 class Weights:
-    """The ``.bin`` file, memory-mapped: a Const is read only when used, and once."""
+    """The ``.bin`` file, memory-mapped read-only: a Const's array is a view of the map,
+    so weights are copied only where they go (into the ONNX file, or the model).
+
+    Const values are read-only arrays: converters derive new arrays, never edit these.
+    """
 
     def __init__(self, path: str | os.PathLike | None) -> None:
         self.path = Path(path) if path is not None else None
-        self._data: np.ndarray | None = None
+        self._size: int | None = None
+        self._map: mmap.mmap | bytes = b""
         if self.path is not None:
             if not self.path.is_file():
                 raise B2SError(f"{self.path}: no such file (the IR's weights)")
-            size = self.path.stat().st_size
-            self._data = (
-                np.memmap(self.path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
-            )
+            self._size = self.path.stat().st_size
+            if self._size:
+                with open(self.path, "rb") as handle:
+                    self._map = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
 
     def const(self, layer: Layer) -> np.ndarray:
         where = layer.where()
@@ -105,14 +113,31 @@ class Weights:
                 f"{where}: size {size} does not match shape {list(shape)} x "
                 f"{dtype.itemsize} bytes = {expected}"
             )
-        if self._data is None:
+        if self._size is None or self.path is None:
             raise B2SError(f"{where}: needs a .bin file")
-        if offset + size > len(self._data):
+        if offset + size > self._size:
             raise B2SError(
                 f"{where}: bytes {offset}..{offset + size} lie past the end of "
-                f"{self.path} ({len(self._data)} bytes)"
+                f"{self.path} ({self._size} bytes)"
             )
-        raw = np.array(self._data[offset : offset + size])  # one copy, detached from the map
         if ir_type == "boolean":
+            raw = np.frombuffer(self._map, np.uint8, count=count, offset=offset)
             return raw.astype(np.bool_).reshape(shape)
-        return raw.view(dtype).reshape(shape)
+        return np.frombuffer(self._map, dtype, count=count, offset=offset).reshape(shape)
+
+
+def raw_bytes(array: np.ndarray) -> bytes:
+    """``array``'s bytes as ONNX stores them (little-endian, C order): the bytes object a
+    weight was read into when ``array`` views all of it, else a copy."""
+    base = array
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    if (
+        isinstance(base, bytes)
+        and len(base) == array.nbytes
+        and array.flags.c_contiguous
+        and sys.byteorder == "little"
+        and array.dtype.byteorder in "=|<"
+    ):
+        return base
+    return np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()

@@ -18,6 +18,17 @@ from b2s_onnx.graph.walk import outer_reads, taken_names
 from b2s_onnx.lowering._emit import NameAllocator
 
 
+def _holds_data(tensor: onnx.TensorProto) -> bool:
+    """False for a stub whose bytes are attached later (large converted weights)."""
+    if tensor.raw_data or tensor.data_location == onnx.TensorProto.EXTERNAL:
+        return True
+    count = 1
+    for dim in tensor.dims:
+        count *= dim
+    fields = ("float_data", "int32_data", "int64_data", "double_data", "uint64_data", "string_data")
+    return count == 0 or any(len(getattr(tensor, f)) for f in fields)
+
+
 class GraphIndex:
     """The top-level graph of ``model``; subgraphs (If/Loop bodies) are left alone."""
 
@@ -69,8 +80,9 @@ class GraphIndex:
         """The value of an initializer or Constant node output (None when not constant)."""
         if name not in self._constants:
             value = None
-            if name in self.initializers:
-                value = decode_tensor(self.initializers[name])
+            tensor = self.initializers.get(name)
+            if tensor is not None and _holds_data(tensor):
+                value = decode_tensor(tensor)
             else:
                 node = self.producer.get(name)
                 if (

@@ -45,17 +45,28 @@ def transpose(ctx, layer, inputs):
     ctx.one("Transpose", inputs[:1], ctx.out(layer), perm=perm)
 
 
+def _axes_vector(ctx: ConversionContext, axes: str) -> str:
+    """OpenVINO accepts a scalar axes input; ONNX Squeeze/Unsqueeze want a 1-D int64 one."""
+    value = ctx.value(axes)
+    if value is not None:
+        return _i64(ctx, "axes", value.reshape(-1))
+    shape = ctx.shape(axes)
+    if shape is not None and len(shape) == 1:
+        return ctx.int64(axes)
+    return ctx.one("Reshape", [ctx.int64(axes), _i64(ctx, "vector", [-1])])
+
+
 @converts("Squeeze", (1, 15))
 def squeeze(ctx, layer, inputs):
     if len(inputs) > 1:
-        ctx.one("Squeeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
+        ctx.one("Squeeze", [inputs[0], _axes_vector(ctx, inputs[1])], ctx.out(layer))
     else:
         ctx.one("Squeeze", inputs, ctx.out(layer))
 
 
 @converts("Unsqueeze", (1,))
 def unsqueeze(ctx, layer, inputs):
-    ctx.one("Unsqueeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
+    ctx.one("Unsqueeze", [inputs[0], _axes_vector(ctx, inputs[1])], ctx.out(layer))
 
 
 @converts("Concat", (1,))
