@@ -81,7 +81,7 @@ def gather_elements(ctx, layer, inputs):
     attrs={
         "axis": Int(required=True),
         "negative_indices_mode": Choice(
-            allowed=("ignore-negative", "normalize"), default="ignore-negative"
+            allowed=("ignore_negative", "normalize"), default="ignore_negative"
         ),
     },
 )
