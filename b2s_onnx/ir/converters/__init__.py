@@ -9,6 +9,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     indexing,
     reduce,
     resize,
+    scatter,
     shape_ops,
 )
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
