@@ -10,6 +10,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     reduce,
     resize,
     scatter,
+    sequence,
     shape_ops,
 )
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
