@@ -1,11 +1,13 @@
 """Layer converters, one module per op family; importing this package registers them all."""
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
+    bitwise,
     convolution,
     data_movement,
     detection,
     detection_output,
     elementwise,
+    float_checks,
     indexing,
     reduce,
     resize,
