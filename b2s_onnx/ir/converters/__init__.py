@@ -2,6 +2,7 @@
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
     bitwise,
+    conversion,
     convolution,
     data_movement,
     detection,
@@ -9,6 +10,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     elementwise,
     float_checks,
     indexing,
+    linalg,
     reduce,
     resize,
     scatter,
