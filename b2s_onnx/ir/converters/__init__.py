@@ -9,11 +9,13 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     detection_output,
     elementwise,
     float_checks,
+    generation,
     indexing,
     linalg,
     reduce,
     resize,
     scatter,
+    search,
     sequence,
     shape_ops,
 )
