@@ -1,0 +1,222 @@
+"""Fourier transforms: DFT, IDFT, RDFT, IRDFT, STFT.
+
+OpenVINO stores a complex tensor as a real one with a last dimension of 2 (real,
+imaginary). Each transformed axis becomes a product with constant cosine and sine matrices
+(the axis moved last, a MatMul, moved back), which handles any signal size: a shorter
+signal drops input rows, a longer one (zero padding) only changes the period. Exact up to
+float rounding; sizes along transformed axes must be static.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.reader import Layer
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, dtype=np.int64))
+
+
+def _matrices(
+    inputs: int, period: int, outputs: int, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """cos and sin of 2*pi*j*k/period for input index j and output index k."""
+    j = np.arange(inputs, dtype=np.float64)[:, None]
+    k = np.arange(outputs, dtype=np.float64)[None, :]
+    angle = 2.0 * np.pi * ((j * k) % period) / period
+    cos, sin = np.cos(angle), np.sin(angle)
+    if weights is not None:
+        cos, sin = cos * weights[:, None], sin * weights[:, None]
+    return cos.astype(np.float32), sin.astype(np.float32)
+
+
+class _Signal:
+    """A complex signal as separate real and imaginary tensors (imaginary None: zero)."""
+
+    def __init__(self, ctx: ConversionContext, real: str, imag: str | None, rank: int):
+        self.ctx, self.real, self.imag, self.rank = ctx, real, imag, rank
+
+    def _along(self, tensor: str, axis: int, length: int, count: int, matrix: np.ndarray) -> str:
+        ctx = self.ctx
+        if length > count:
+            tensor = ctx.one(
+                "Slice",
+                [
+                    tensor,
+                    _i64(ctx, "start", [0]),
+                    _i64(ctx, "stop", [count]),
+                    _i64(ctx, "axis", [axis]),
+                ],
+            )
+        last = self.rank - 1
+        if axis == last:
+            return ctx.one("MatMul", [tensor, ctx.const("basis", matrix)])
+        perm = list(range(self.rank))
+        perm[axis], perm[last] = last, axis
+        moved = ctx.one("Transpose", [tensor], perm=perm)
+        product = ctx.one("MatMul", [moved, ctx.const("basis", matrix)])
+        return ctx.one("Transpose", [product], perm=perm)
+
+    def transform(
+        self,
+        axis: int,
+        length: int,
+        period: int,
+        outputs: int,
+        *,
+        inverse: bool,
+        weights: np.ndarray | None = None,
+        real_only: bool = False,
+    ) -> None:
+        """y_k = sum_j x_j exp(-+2 pi i j k / period), over the first min(length, period)
+        inputs (weights scale input rows; inverse divides by the period)."""
+        count = min(length, period)
+        cos, sin = _matrices(count, period, outputs, None if weights is None else weights[:count])
+        if inverse:
+            cos, sin = cos / period, sin / period
+        ctx = self.ctx
+        re_cos = self._along(self.real, axis, length, count, cos)
+        re_sin = self._along(self.real, axis, length, count, sin)
+        if self.imag is None:
+            real, imag = re_cos, ctx.one("Neg", [re_sin]) if not inverse else re_sin
+        else:
+            im_cos = self._along(self.imag, axis, length, count, cos)
+            im_sin = self._along(self.imag, axis, length, count, sin)
+            if inverse:
+                real = ctx.one("Sub", [re_cos, im_sin])
+                imag = ctx.one("Add", [im_cos, re_sin])
+            else:
+                real = ctx.one("Add", [re_cos, im_sin])
+                imag = ctx.one("Sub", [im_cos, re_sin])
+        self.real, self.imag = real, (None if real_only else imag)
+
+    def stacked(self, output: str) -> str:
+        ctx = self.ctx
+        last = _i64(ctx, "last", [-1])
+        parts = [ctx.one("Unsqueeze", [self.real, last])]
+        imag = (
+            self.imag
+            if self.imag is not None
+            else ctx.one("Mul", [self.real, ctx.const("zero", np.zeros((), np.float32))])
+        )
+        parts.append(ctx.one("Unsqueeze", [imag, last]))
+        return ctx.one("Concat", parts, output, axis=-1)
+
+
+def _split_complex(ctx: ConversionContext, data: str, rank: int) -> _Signal:
+    parts = [
+        ctx.one(
+            "Squeeze",
+            [
+                ctx.one(
+                    "Slice",
+                    [data, _i64(ctx, "s", [i]), _i64(ctx, "e", [i + 1]), _i64(ctx, "a", [-1])],
+                ),
+                _i64(ctx, "a", [-1]),
+            ],
+        )
+        for i in (0, 1)
+    ]
+    return _Signal(ctx, parts[0], parts[1], rank - 1)
+
+
+def _axes_and_sizes(
+    ctx: ConversionContext, layer: Layer, inputs: list[str], signal_rank: int, shape: Sequence
+) -> tuple[list[int], list[int]]:
+    """The transformed axes (normalised) and their signal sizes (-1: the input's size)."""
+    raw = [int(a) for a in ctx.require_value(layer, inputs[1], "the axes input").reshape(-1)]
+    axes = []
+    for axis in raw:
+        if not -signal_rank <= axis < signal_rank:
+            raise B2SError(f"{layer.where()}: input 'axes' = {axis} is outside rank {signal_rank}")
+        axes.append(axis + signal_rank if axis < 0 else axis)
+    if len(set(axes)) != len(axes):
+        raise B2SError(f"{layer.where()}: input 'axes' repeats an axis: {raw}")
+    for axis in axes:
+        if shape[axis] is None:
+            raise B2SError(f"{layer.where()}: dimension {axis} is transformed and must be static")
+    sizes = [-1] * len(axes)
+    if len(inputs) > 2:
+        sizes = [
+            int(s) for s in ctx.require_value(layer, inputs[2], "the signal_size input").reshape(-1)
+        ]
+        if len(sizes) != len(axes):
+            raise B2SError(
+                f"{layer.where()}: input 'signal_size' has {len(sizes)} values for {len(axes)} axes"
+            )
+    return axes, sizes
+
+
+def _shape(ctx: ConversionContext, layer: Layer, data: str) -> tuple:
+    shape = ctx.shape(data)
+    if shape is None:
+        raise B2SError(f"{layer.where()}: the shape of input 'data' is unknown")
+    return shape
+
+
+@converts("DFT", (7,), inputs=(2, 3), attrs={})
+@converts("IDFT", (7,), inputs=(2, 3), attrs={})
+def dft(ctx, layer, inputs):
+    shape = _shape(ctx, layer, inputs[0])
+    rank = len(shape)
+    axes, sizes = _axes_and_sizes(ctx, layer, inputs, rank - 1, shape)
+    signal = _split_complex(ctx, inputs[0], rank)
+    for axis, size in zip(axes, sizes, strict=True):
+        period = shape[axis] if size == -1 else size
+        signal.transform(axis, shape[axis], period, period, inverse=layer.type == "IDFT")
+    signal.stacked(ctx.out(layer))
+
+
+@converts("RDFT", (9,), inputs=(2, 3), attrs={})
+def rdft(ctx, layer, inputs):
+    """The last listed axis keeps its first size//2 + 1 outputs (the rest mirror them)."""
+    shape = _shape(ctx, layer, inputs[0])
+    axes, sizes = _axes_and_sizes(ctx, layer, inputs, len(shape), shape)
+    signal = _Signal(ctx, inputs[0], None, len(shape))
+    order = [*zip(axes, sizes, strict=True)]
+    last_axis, last_size = order.pop()
+    period = shape[last_axis] if last_size == -1 else last_size
+    signal.transform(last_axis, shape[last_axis], period, period // 2 + 1, inverse=False)
+    for axis, size in order:
+        period = shape[axis] if size == -1 else size
+        signal.transform(axis, shape[axis], period, period, inverse=False)
+    signal.stacked(ctx.out(layer))
+
+
+@converts("IRDFT", (9,), inputs=(2, 3), attrs={})
+def irdft(ctx, layer, inputs):
+    """Inverse over every listed axis but the last, then a real inverse over the last from
+    its half spectrum: the mirrored half doubles the weight of the inner frequencies."""
+    shape = _shape(ctx, layer, inputs[0])
+    rank = len(shape)
+    axes, sizes = _axes_and_sizes(ctx, layer, inputs, rank - 1, shape)
+    signal = _split_complex(ctx, inputs[0], rank)
+    order = [*zip(axes, sizes, strict=True)]
+    last_axis, last_size = order.pop()
+    for axis, size in order:
+        period = shape[axis] if size == -1 else size
+        signal.transform(axis, shape[axis], period, period, inverse=True)
+    period = 2 * (shape[last_axis] - 1) if last_size == -1 else last_size
+    used = min(shape[last_axis], period // 2 + 1)
+    weights = np.full(used, 2.0)
+    weights[0] = 1.0
+    if period % 2 == 0 and used == period // 2 + 1:
+        weights[-1] = 1.0
+    signal.transform(
+        last_axis,
+        shape[last_axis],
+        period,
+        period,
+        inverse=True,
+        weights=np.concatenate([weights, np.zeros(max(0, period - used))]),
+        real_only=True,
+    )
+    ctx.one("Identity", [signal.real], ctx.out(layer))

@@ -1,0 +1,123 @@
+"""DFT, IDFT, RDFT and IRDFT against OpenVINO's CPU plugin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import b2s_onnx
+from b2s_onnx.parity.runtime import run_onnxruntime
+from tests.test_ir_ops import assert_close, run_both
+
+ov = pytest.importorskip("openvino")
+import openvino.opset1 as o1  # noqa: E402
+import openvino.opset7 as o7  # noqa: E402
+import openvino.opset9 as o9  # noqa: E402
+
+pytestmark = pytest.mark.openvino
+
+F32, I64 = np.float32, np.int64
+
+COVERED_LAYERS = {
+    ("DFT", "opset7"),
+    ("IDFT", "opset7"),
+    ("RDFT", "opset9"),
+    ("IRDFT", "opset9"),
+}
+
+
+def c(values, dtype=I64):
+    return o1.constant(np.asarray(values, dtype))
+
+
+COMPLEX_CASES = [
+    # (shape with the trailing 2, axes, signal sizes)
+    ([2, 8, 2], [1], None),
+    ([3, 4, 5, 2], [0, 2], None),
+    ([2, 6, 2], [-1], [4]),
+    ([2, 5, 2], [1], [9]),
+    ([4, 3, 2], [1, 0], [-1, 6]),
+]
+
+
+@pytest.mark.parametrize(("shape", "axes", "sizes"), COMPLEX_CASES)
+@pytest.mark.parametrize("make", [o7.dft, o7.idft], ids=["DFT", "IDFT"])
+def test_complex_transforms_match_openvino(tmp_path, shape, axes, sizes, make):
+    pairs, _ = run_both(
+        tmp_path,
+        lambda a: make(a, c(axes), None if sizes is None else c(sizes)),
+        [shape],
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-4)
+
+
+REAL_CASES = [
+    ([2, 8], [1], None),
+    ([3, 4, 5], [0, 2], None),
+    ([2, 9], [-1], [6]),
+    ([2, 6, 3], [2, 1], [2, 4]),
+]
+
+
+@pytest.mark.parametrize(("shape", "axes", "sizes"), REAL_CASES)
+def test_rdft_matches_openvino(tmp_path, shape, axes, sizes):
+    pairs, _ = run_both(
+        tmp_path, lambda a: o9.rdft(a, c(axes), None if sizes is None else c(sizes)), [shape]
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-4)
+
+
+HALF_CASES = [
+    ([2, 5, 2], [1], None),
+    ([3, 4, 3, 2], [0, 2], None),
+    ([2, 5, 2], [1], [7]),
+    ([2, 5, 2], [1], [4]),
+    ([2, 6, 2], [-1], [5]),
+]
+
+
+@pytest.mark.parametrize(("shape", "axes", "sizes"), HALF_CASES)
+def test_irdft_matches_openvino(tmp_path, shape, axes, sizes):
+    pairs, _ = run_both(
+        tmp_path, lambda a: o9.irdft(a, c(axes), None if sizes is None else c(sizes)), [shape]
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("make", "reference", "shape", "size"),
+    [
+        (o9.rdft, lambda x, n: np.fft.rfft(x, n=n, axis=-1), [2, 5], 9),
+        (
+            o9.irdft,
+            lambda x, n: np.fft.irfft(x[..., 0] + 1j * x[..., 1], n=n, axis=-1),
+            [2, 4, 2],
+            12,
+        ),
+    ],
+    ids=["RDFT", "IRDFT"],
+)
+def test_zero_padded_real_transforms_match_numpy(tmp_path, make, reference, shape, size):
+    """Signal sizes beyond the input: the CPU plugin refuses RDFT's and gets IRDFT's first
+    row wrong (plugin defects); numpy's transforms are the reference."""
+    data = np.random.default_rng(4).standard_normal(shape).astype(F32)
+    param = o1.parameter(shape, F32, name="x")
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.Model([make(param, c([-1]), c([size]))], [param]), xml)
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml), {"x": data}).values()
+    expected = reference(data.astype(np.float64), size)
+    if np.iscomplexobj(expected):
+        expected = np.stack([expected.real, expected.imag], axis=-1)
+    np.testing.assert_allclose(ours, expected, atol=2e-5)
+
+
+def test_dft_of_a_repeated_axis_is_refused(tmp_path):
+    param = o1.parameter([4, 4, 2], F32, name="x")
+    xml = tmp_path / "m.xml"
+    ov.save_model(ov.Model([o7.dft(param, c([0, 1]))], [param]), xml)
+    weights = xml.with_suffix(".bin")
+    one = np.asarray([0, 1], I64).tobytes()
+    assert weights.read_bytes().count(one) == 1
+    weights.write_bytes(weights.read_bytes().replace(one, np.asarray([1, -1], I64).tobytes()))
+    with pytest.raises(b2s_onnx.B2SError, match="repeats an axis"):
+        b2s_onnx.convert_ir(xml)
