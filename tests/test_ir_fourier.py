@@ -13,6 +13,7 @@ ov = pytest.importorskip("openvino")
 import openvino.opset1 as o1  # noqa: E402
 import openvino.opset7 as o7  # noqa: E402
 import openvino.opset9 as o9  # noqa: E402
+import openvino.opset15 as o15  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
@@ -20,6 +21,7 @@ F32, I64 = np.float32, np.int64
 
 COVERED_LAYERS = {
     ("DFT", "opset7"),
+    ("STFT", "opset15"),
     ("IDFT", "opset7"),
     ("RDFT", "opset9"),
     ("IRDFT", "opset9"),
@@ -121,3 +123,18 @@ def test_dft_of_a_repeated_axis_is_refused(tmp_path):
     weights.write_bytes(weights.read_bytes().replace(one, np.asarray([1, -1], I64).tobytes()))
     with pytest.raises(b2s_onnx.B2SError, match="repeats an axis"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize(
+    ("shape", "window", "size", "step"),
+    [([16], 8, 8, 4), ([2, 20], 5, 8, 3), ([1, 12], 6, 6, 6)],
+)
+def test_stft_matches_openvino(tmp_path, transpose, shape, window, size, step):
+    hann = np.hanning(window).astype(F32)
+    pairs, _ = run_both(
+        tmp_path,
+        lambda a: o15.stft(a, o1.constant(hann), c(size), c(step), transpose),
+        [shape],
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-4)

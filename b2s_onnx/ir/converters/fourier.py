@@ -16,6 +16,7 @@ import numpy as np
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Bool
 from b2s_onnx.ir.reader import Layer
 
 INT64_MAX = int(np.iinfo(np.int64).max)
@@ -220,3 +221,49 @@ def irdft(ctx, layer, inputs):
         real_only=True,
     )
     ctx.one("Identity", [signal.real], ctx.out(layer))
+
+
+def _static_scalar(ctx: ConversionContext, layer: Layer, tensor: str, what: str) -> int:
+    value = int(ctx.require_value(layer, tensor, f"input '{what}'").reshape(-1)[0])
+    if value <= 0:
+        raise B2SError(f"{layer.where()}: input '{what}' = {value} must be positive")
+    return value
+
+
+@converts("STFT", (15,), inputs=(4, 4), attrs={"transpose_frames": Bool(required=True)})
+def stft(ctx, layer, inputs):
+    """Frames are gathered with a constant index matrix, multiplied by the window (centred
+    in the frame when shorter) and transformed like RDFT along the frame."""
+    signal, window, size_input, step_input = inputs
+    shape = _shape(ctx, layer, signal)
+    window_shape = _shape(ctx, layer, window)
+    size = _static_scalar(ctx, layer, size_input, "frame_size")
+    step = _static_scalar(ctx, layer, step_input, "frame_step")
+    length, window_length = shape[-1], window_shape[-1]
+    if length is None or window_length is None:
+        raise B2SError(f"{layer.where()}: the signal and window lengths must be static")
+    if size > length or window_length > size:
+        raise B2SError(
+            f"{layer.where()}: frame_size {size} must lie between the window length "
+            f"{window_length} and the signal length {length}"
+        )
+    frames = (length - size) // step + 1
+    starts = np.arange(frames, dtype=np.int64)[:, None] * step
+    index = starts + np.arange(size, dtype=np.int64)[None, :]
+    framed = ctx.one("Gather", [signal, ctx.const("frames", index)], axis=len(shape) - 1)
+    if window_length < size:
+        before = (size - window_length) // 2
+        window = ctx.one(
+            "Pad", [window, _i64(ctx, "pads", [before, size - window_length - before])]
+        )
+    windowed = ctx.one("Mul", [framed, window])
+    rank = len(shape) + 1
+    transformed = _Signal(ctx, windowed, None, rank)
+    transformed.transform(rank - 1, size, size, size // 2 + 1, inverse=False)
+    if not layer.attrs["transpose_frames"]:
+        transformed.stacked(ctx.out(layer))
+        return
+    stacked = transformed.stacked(ctx.tmp("stft"))
+    perm = list(range(rank + 1))
+    perm[-3], perm[-2] = perm[-2], perm[-3]
+    ctx.one("Transpose", [stacked], ctx.out(layer), perm=perm)
