@@ -26,6 +26,7 @@ COVERED_LAYERS = {
     ("ScatterNDUpdate", "opset15"),
     ("ScatterElementsUpdate", "opset3"),
     ("ScatterElementsUpdate", "opset12"),
+    ("SliceScatter", "opset15"),
 }
 
 
@@ -162,3 +163,29 @@ def test_scatter_nd_update_15_reduction_needs_a_recent_target_opset(tmp_path):
     ov.save_model(ov.Model([node], [param]), xml, compress_to_fp16=False)
     with pytest.raises(b2s_onnx.B2SError, match="reduction='max' needs ONNX opset 18"):
         b2s_onnx.convert_ir(xml, opset=17)
+
+
+SLICE_SCATTERS = [
+    # (data shape, start, stop, step, axes)
+    ([4, 6], [1], [3], [1], [0]),
+    ([4, 6], [0, 5], [4, 0], [2, -2], [0, 1]),
+    ([2, 3, 5], [-1], [-100], [-1], [2]),
+    ([3, 4], [0, 1], [2, 4], [1, 2], None),
+]
+
+
+@pytest.mark.parametrize(("shape", "start", "stop", "step", "axes"), SLICE_SCATTERS)
+@pytest.mark.parametrize("dtype", [F32, I32])
+def test_slice_scatter_is_exact(tmp_path, shape, start, stop, step, axes, dtype):
+    window = [slice(None)] * len(shape)
+    for axis, begin, end, stride in zip(axes or range(len(start)), start, stop, step, strict=True):
+        window[axis] = slice(begin, end, stride)
+    sliced = np.zeros(shape)[tuple(window)]
+    bounds = [c(v) for v in (start, stop, step)] + ([] if axes is None else [c(axes)])
+    pairs, _ = run_both(
+        tmp_path,
+        lambda a: o15.slice_scatter(a, updates(list(sliced.shape), dtype), *bounds),
+        [shape],
+        [dtype],
+    )
+    assert_close(pairs, exact=True)

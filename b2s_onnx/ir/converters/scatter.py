@@ -144,3 +144,27 @@ def scatter_elements_update(ctx, layer, inputs):
         "ScatterElements", [ones, index, fill(np.ones((), dtype))], axis=axis, reduction="add"
     )
     ctx.one("Div", [total, count], ctx.out(layer))
+
+
+@converts("SliceScatter", (15,), inputs=(5, 6), attrs={})
+def slice_scatter(ctx, layer, inputs):
+    """The flat positions of the slice (the same Slice applied to a tensor of positions)
+    are where ONNX ScatterND writes the updates into the flattened data."""
+    data, updates, start, stop, step = inputs[:5]
+    step_value = ctx.value(step)
+    if step_value is not None and (step_value == 0).any():
+        raise B2SError(f"{layer.where()}: input 'step' has a 0 (steps must be non-zero)")
+    shape = ctx.one("Shape", [data])
+    count = ctx.reduce("ReduceProd", shape, [0], keepdims=False)
+    zero, one = ctx.const("zero", np.asarray(0)), ctx.const("one", np.asarray(1))
+    positions = ctx.one("Reshape", [ctx.one("Range", [zero, count, one]), shape])
+    axes = ctx.int64(inputs[5]) if len(inputs) > 5 else ""
+    bounds = [ctx.int64(start), ctx.int64(stop), axes, ctx.int64(step)]
+    chosen = ctx.one("Slice", [positions, *bounds])
+    flat = ctx.const("flat", np.asarray([-1]))
+    rows = ctx.one("Unsqueeze", [ctx.one("Reshape", [chosen, flat]), flat])
+    written = ctx.one(
+        "ScatterND",
+        [ctx.one("Reshape", [data, flat]), rows, ctx.one("Reshape", [updates, flat])],
+    )
+    ctx.one("Reshape", [written, shape], ctx.out(layer))
