@@ -14,6 +14,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     generation,
     indexing,
     linalg,
+    patches,
     reduce,
     resize,
     scatter,
