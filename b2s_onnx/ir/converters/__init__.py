@@ -19,6 +19,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     resize,
     scatter,
     search,
+    segments,
     sequence,
     shape_ops,
 )
