@@ -14,6 +14,7 @@ import openvino.opset1 as o1  # noqa: E402
 import openvino.opset7 as o7  # noqa: E402
 import openvino.opset9 as o9  # noqa: E402
 import openvino.opset15 as o15  # noqa: E402
+import openvino.opset16 as o16  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
@@ -22,6 +23,7 @@ F32, I64 = np.float32, np.int64
 COVERED_LAYERS = {
     ("DFT", "opset7"),
     ("STFT", "opset15"),
+    ("ISTFT", "opset16"),
     ("IDFT", "opset7"),
     ("RDFT", "opset9"),
     ("IRDFT", "opset9"),
@@ -136,5 +138,43 @@ def test_stft_matches_openvino(tmp_path, transpose, shape, window, size, step):
         tmp_path,
         lambda a: o15.stft(a, o1.constant(hann), c(size), c(step), transpose),
         [shape],
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-4)
+
+
+ISTFT_CASES = [
+    # (signal shape, window length, frame size, step, signal_length)
+    ([20], 8, 8, 3, None),
+    ([2, 21], 6, 8, 2, None),
+    ([1, 16], 8, 8, 4, 13),
+    ([1, 16], 8, 8, 4, 30),
+]
+
+
+@pytest.mark.parametrize("center", [False, True])
+@pytest.mark.parametrize("normalized", [False, True])
+@pytest.mark.parametrize(("shape", "window", "size", "step", "length"), ISTFT_CASES)
+def test_istft_matches_openvino(tmp_path, center, normalized, shape, window, size, step, length):
+    """The spectrum comes from STFT of the input, as ISTFT is used in practice."""
+    hann = (np.hanning(window) + 0.1).astype(F32)
+
+    def build(a):
+        spectrum = o15.stft(a, o1.constant(hann), c(size), c(step), True)
+        extra = None if length is None else c(length)
+        return o16.istft(spectrum, o1.constant(hann), c(size), c(step), center, normalized, extra)
+
+    pairs, _ = run_both(tmp_path, build, [shape])
+    assert_close(pairs, atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("center", [False, True])
+def test_istft_of_any_spectrum_with_a_zero_ended_window(tmp_path, center):
+    """Where the overlapped squared window is zero (the ends of a Hann window) the sum is
+    left undivided, as OpenVINO does."""
+    hann = np.hanning(8).astype(F32)
+    pairs, _ = run_both(
+        tmp_path,
+        lambda s: o16.istft(s, o1.constant(hann), c(8), c(3), center, False),
+        [[5, 7, 2]],
     )
     assert_close(pairs, atol=2e-5, rtol=1e-4)

@@ -267,3 +267,101 @@ def stft(ctx, layer, inputs):
     perm = list(range(rank + 1))
     perm[-3], perm[-2] = perm[-2], perm[-3]
     ctx.one("Transpose", [stacked], ctx.out(layer), perm=perm)
+
+
+@converts(
+    "ISTFT",
+    (16,),
+    inputs=(4, 5),
+    attrs={"center": Bool(required=True), "normalized": Bool(required=True)},
+)
+def istft(ctx, layer, inputs):
+    """Each frame's real inverse transform, windowed, is overlap-added (ScatterElements
+    'add' at constant positions) and divided by the overlap-added squared window where that
+    is non-zero; 'center' drops frame_size // 2 samples at both ends, 'normalized' scales by
+    sqrt(frame_size), and signal_length cuts or zero-pads the result."""
+    data, window, size_input, step_input = inputs[:4]
+    if ctx.opset < 16:
+        raise B2SError(
+            f"{layer.where()}: needs ONNX opset 16 or later (converting to opset {ctx.opset})"
+        )
+    shape = _shape(ctx, layer, data)
+    window_length = _shape(ctx, layer, window)[-1]
+    size = _static_scalar(ctx, layer, size_input, "frame_size")
+    step = _static_scalar(ctx, layer, step_input, "frame_step")
+    bins, frames = shape[-3], shape[-2]
+    if bins is None or frames is None or window_length is None:
+        raise B2SError(f"{layer.where()}: the frequency, frame and window sizes must be static")
+    batched = len(shape) == 4
+    rank = len(shape)
+    perm = list(range(rank))
+    perm[-3], perm[-2] = perm[-2], perm[-3]
+    spectrum = _split_complex(ctx, ctx.one("Transpose", [data], perm=perm), rank)
+    period = size
+    used = min(bins, period // 2 + 1)
+    weights = np.full(used, 2.0)
+    weights[0] = 1.0
+    if period % 2 == 0 and used == period // 2 + 1:
+        weights[-1] = 1.0
+    weights = np.concatenate([weights, np.zeros(max(0, period - used))])
+    spectrum.transform(
+        rank - 2, bins, period, period, inverse=True, weights=weights, real_only=True
+    )
+    if window_length < size:
+        before = (size - window_length) // 2
+        window = ctx.one(
+            "Pad", [window, _i64(ctx, "pads", [before, size - window_length - before])]
+        )
+    windowed = ctx.one("Mul", [spectrum.real, window])  # [batch?, frames, size]
+    length = (frames - 1) * step + size
+    positions = (np.arange(frames)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    flat_shape = [0, frames * size] if batched else [frames * size]
+    flat = ctx.one("Reshape", [windowed, _i64(ctx, "flat", flat_shape)])
+    targets = ctx.one("Expand", [_i64(ctx, "positions", positions), ctx.one("Shape", [flat])])
+    canvas_shape = ctx.one(
+        "Concat",
+        [
+            ctx.one("Slice", [ctx.one("Shape", [flat]), _i64(ctx, "s", [0]), _i64(ctx, "e", [-1])]),
+            _i64(ctx, "length", [length]),
+        ],
+        axis=0,
+    )
+    canvas = ctx.one("Expand", [ctx.const("zero", np.zeros((), np.float32)), canvas_shape])
+    signal = ctx.one("ScatterElements", [canvas, targets, flat], axis=-1, reduction="add")
+    squared = ctx.one("Mul", [window, window])
+    tiled = ctx.one("Tile", [squared, _i64(ctx, "frames", [frames])])
+    envelope = ctx.one(
+        "ScatterElements",
+        [
+            ctx.const("empty", np.zeros(length, np.float32)),
+            _i64(ctx, "positions", positions),
+            tiled,
+        ],
+        axis=0,
+        reduction="add",
+    )
+    covered = ctx.one("Greater", [envelope, ctx.const("zero", np.zeros((), np.float32))])
+    safe = ctx.one("Where", [covered, envelope, ctx.const("one", np.ones((), np.float32))])
+    signal = ctx.one("Div", [signal, safe])
+    if layer.attrs["normalized"]:
+        signal = ctx.one("Mul", [signal, ctx.const("scale", np.asarray(np.sqrt(size), np.float32))])
+    start, stop = (size // 2, length - size // 2) if layer.attrs["center"] else (0, length)
+    if len(inputs) > 4:
+        wanted = ctx.one("Reshape", [ctx.int64(inputs[4]), _i64(ctx, "one", [1])])
+        stop_at = ctx.one("Add", [wanted, _i64(ctx, "start", [start])])
+        short = ctx.one(
+            "Max", [ctx.one("Sub", [stop_at, _i64(ctx, "stop", [length])]), _i64(ctx, "zero", [0])]
+        )
+        zeros = _i64(ctx, "no_pad", [0] * (3 if batched else 1))
+        signal = ctx.one("Pad", [signal, ctx.one("Concat", [zeros, short], axis=0)])
+        ctx.one(
+            "Slice",
+            [signal, _i64(ctx, "from", [start]), stop_at, _i64(ctx, "axis", [-1])],
+            ctx.out(layer),
+        )
+        return
+    ctx.one(
+        "Slice",
+        [signal, _i64(ctx, "from", [start]), _i64(ctx, "to", [stop]), _i64(ctx, "axis", [-1])],
+        ctx.out(layer),
+    )
