@@ -10,6 +10,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     detection_output,
     elementwise,
     embedding,
+    fake_convert,
     float_checks,
     fourier,
     generation,
