@@ -3,6 +3,7 @@
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
     beam_search,
     bitwise,
+    color,
     conversion,
     convolution,
     data_movement,
