@@ -7,6 +7,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     color,
     conversion,
     convolution,
+    ctc_loss,
     data_movement,
     detection,
     detection_output,
