@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
-from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.registry import converts
 
@@ -16,61 +15,72 @@ def _i64(ctx: ConversionContext, hint: str, values) -> str:
 
 @converts("GatherTree", (1,), inputs=(4, 4), attrs={})
 def gather_tree(ctx, layer, inputs):
-    """Unrolled over the (static) number of steps, last to first: at each step a beam takes
-    its id from the beam it descends from, then moves to that beam's parent; steps at or
-    beyond a batch's max_seq_len hold end_token. Finally everything after a beam's first
-    end_token becomes end_token."""
+    """An ONNX Loop over the steps, last to first (any number of steps): at each step a beam
+    takes its id from the beam it descends from, then moves to that beam's parent; steps at
+    or beyond a batch's max_seq_len hold end_token. Afterwards everything after a beam's
+    first end_token becomes end_token."""
     step_ids, parent_ids, max_seq_len, end_token = inputs
-    shape = ctx.shape(step_ids)
-    if shape is None or len(shape) != 3 or shape[0] is None:
-        raise B2SError(
-            f"{layer.where()}: input 'step_ids' must be [max_time, batch, beam] with a static "
-            f"max_time, got {None if shape is None else list(shape)}"
-        )
-    steps = shape[0]
     end = ctx.one("Reshape", [end_token, _i64(ctx, "scalar", [])])
     lengths = ctx.one(
         "Unsqueeze", [ctx.one("Cast", [max_seq_len], to=TensorProto.INT64), _i64(ctx, "beam", [1])]
     )
-    beam_ids = ctx.one(
-        "Range",
-        [
-            _i64(ctx, "zero", 0),
-            ctx.one(
-                "Squeeze",
-                [
-                    ctx.one(
-                        "Slice",
-                        [ctx.one("Shape", [step_ids]), _i64(ctx, "s", [2]), _i64(ctx, "e", [3])],
-                    )
-                ],
-            ),
-            _i64(ctx, "one", 1),
-        ],
+    shape = ctx.one("Shape", [step_ids])
+    steps = ctx.one(
+        "Squeeze", [ctx.one("Slice", [shape, _i64(ctx, "s", [0]), _i64(ctx, "e", [1])])]
     )
-    parent = ctx.one(
+    last = ctx.one("Sub", [steps, _i64(ctx, "one", 1)])
+    beams = ctx.one("Slice", [shape, _i64(ctx, "s2", [2]), _i64(ctx, "e2", [3])])
+    beam_ids = ctx.one(
+        "Range", [_i64(ctx, "zero", 0), ctx.one("Squeeze", [beams]), _i64(ctx, "one", 1)]
+    )
+    start = ctx.one(
         "Expand",
         [
             ctx.one("Unsqueeze", [beam_ids, _i64(ctx, "batch", [0])]),
-            ctx.one(
-                "Slice", [ctx.one("Shape", [step_ids]), _i64(ctx, "s", [1]), _i64(ctx, "e", [3])]
-            ),
+            ctx.one("Slice", [shape, _i64(ctx, "s3", [1]), _i64(ctx, "e3", [3])]),
         ],
     )
-    rows: list[str] = [""] * steps
-    for t in reversed(range(steps)):
-        at = _i64(ctx, "t", t)
-        ids = ctx.one("Gather", [step_ids, at], axis=0)
-        parents = ctx.one(
-            "Cast", [ctx.one("Gather", [parent_ids, at], axis=0)], to=TensorProto.INT64
-        )
-        active = ctx.one("Less", [at, lengths])
-        rows[t] = ctx.one("Where", [active, ctx.one("GatherElements", [ids, parent], axis=1), end])
-        parent = ctx.one(
-            "Where", [active, ctx.one("GatherElements", [parents, parent], axis=1), parent]
-        )
+
+    iteration, keep_going, parent = (ctx.tmp(n) for n in ("iteration", "cond", "parent"))
+    t, ids, parents, active, row, moved, going = (
+        ctx.tmp(n) for n in ("t", "ids", "parents", "active", "row", "moved", "going")
+    )
+    picked, from_parent = ctx.tmp("picked"), ctx.tmp("from_parent")
+    body_nodes = [
+        helper.make_node("Sub", [last, iteration], [t]),
+        helper.make_node("Gather", [step_ids, t], [ids], axis=0),
+        helper.make_node("Gather", [parent_ids, t], [ctx.tmp("parents_raw")], axis=0),
+    ]
+    body_nodes += [
+        helper.make_node("Cast", [body_nodes[-1].output[0]], [parents], to=TensorProto.INT64),
+        helper.make_node("Less", [t, lengths], [active]),
+        helper.make_node("GatherElements", [ids, parent], [picked], axis=1),
+        helper.make_node("Where", [active, picked, end], [row]),
+        helper.make_node("GatherElements", [parents, parent], [from_parent], axis=1),
+        helper.make_node("Where", [active, from_parent, parent], [moved]),
+        helper.make_node("Identity", [keep_going], [going]),
+    ]
+    body = helper.make_graph(
+        body_nodes,
+        f"{layer.name}_steps",
+        [
+            helper.make_tensor_value_info(iteration, TensorProto.INT64, []),
+            helper.make_tensor_value_info(keep_going, TensorProto.BOOL, []),
+            helper.make_tensor_value_info(parent, TensorProto.INT64, None),
+        ],
+        [
+            helper.make_tensor_value_info(going, TensorProto.BOOL, []),
+            helper.make_tensor_value_info(moved, TensorProto.INT64, None),
+            helper.make_tensor_value_info(row, ctx.type_of(step_ids), None),
+        ],
+    )
+    _, backwards = ctx.node(
+        "Loop", [steps, "", start], [ctx.tmp("final_parent"), ctx.tmp("rows")], body=body
+    )
+    minimum = _i64(ctx, "min", [np.iinfo(np.int64).min])
     stacked = ctx.one(
-        "Concat", [ctx.one("Unsqueeze", [r, _i64(ctx, "time", [0])]) for r in rows], axis=0
+        "Slice",
+        [backwards, _i64(ctx, "from", [-1]), minimum, _i64(ctx, "t", [0]), _i64(ctx, "back", [-1])],
     )
     ended = ctx.one("Cast", [ctx.one("Equal", [stacked, end])], to=TensorProto.INT32)
     before = ctx.one("CumSum", [ended, _i64(ctx, "axis", 0)], exclusive=1)
