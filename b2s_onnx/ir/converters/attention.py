@@ -7,12 +7,9 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import INT64_MAX, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 def _dim(ctx: ConversionContext, tensor: str, axis: int) -> str:
@@ -20,8 +17,8 @@ def _dim(ctx: ConversionContext, tensor: str, axis: int) -> str:
         "Slice",
         [
             ctx.one("Shape", [tensor]),
-            _i64(ctx, "s", [axis]),
-            _i64(ctx, "e", [axis + 1 if axis != -1 else np.iinfo(np.int64).max]),
+            int64s(ctx, "s", [axis]),
+            int64s(ctx, "e", [axis + 1 if axis != -1 else INT64_MAX]),
         ],
     )
 
@@ -53,10 +50,10 @@ def scaled_dot_product_attention(ctx, layer, inputs):
     if layer.attrs["causal"]:
         queries = ctx.one("Squeeze", [_dim(ctx, query, rank - 2)])
         keys = ctx.one("Squeeze", [_dim(ctx, key, key_rank - 2)])
-        rows = ctx.one("Range", [_i64(ctx, "zero", 0), queries, _i64(ctx, "one", 1)])
-        columns = ctx.one("Range", [_i64(ctx, "zero", 0), keys, _i64(ctx, "one", 1)])
+        rows = ctx.one("Range", [int64s(ctx, "zero", 0), queries, int64s(ctx, "one", 1)])
+        columns = ctx.one("Range", [int64s(ctx, "zero", 0), keys, int64s(ctx, "one", 1)])
         keep = ctx.one(
-            "LessOrEqual", [columns, ctx.one("Unsqueeze", [rows, _i64(ctx, "col", [1])])]
+            "LessOrEqual", [columns, ctx.one("Unsqueeze", [rows, int64s(ctx, "col", [1])])]
         )
         scores = ctx.one("Add", [scores, ctx.one("Where", [keep, zero, minus_inf])])
     elif len(inputs) > 3 and inputs[3]:

@@ -5,12 +5,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s
 from b2s_onnx.ir.converters.registry import converts
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 @converts("GatherTree", (1,), inputs=(4, 4), attrs={})
@@ -20,24 +16,25 @@ def gather_tree(ctx, layer, inputs):
     or beyond a batch's max_seq_len hold end_token. Afterwards everything after a beam's
     first end_token becomes end_token."""
     step_ids, parent_ids, max_seq_len, end_token = inputs
-    end = ctx.one("Reshape", [end_token, _i64(ctx, "scalar", [])])
+    end = ctx.one("Reshape", [end_token, int64s(ctx, "scalar", [])])
     lengths = ctx.one(
-        "Unsqueeze", [ctx.one("Cast", [max_seq_len], to=TensorProto.INT64), _i64(ctx, "beam", [1])]
+        "Unsqueeze",
+        [ctx.one("Cast", [max_seq_len], to=TensorProto.INT64), int64s(ctx, "beam", [1])],
     )
     shape = ctx.one("Shape", [step_ids])
     steps = ctx.one(
-        "Squeeze", [ctx.one("Slice", [shape, _i64(ctx, "s", [0]), _i64(ctx, "e", [1])])]
+        "Squeeze", [ctx.one("Slice", [shape, int64s(ctx, "s", [0]), int64s(ctx, "e", [1])])]
     )
-    last = ctx.one("Sub", [steps, _i64(ctx, "one", 1)])
-    beams = ctx.one("Slice", [shape, _i64(ctx, "s2", [2]), _i64(ctx, "e2", [3])])
+    last = ctx.one("Sub", [steps, int64s(ctx, "one", 1)])
+    beams = ctx.one("Slice", [shape, int64s(ctx, "s2", [2]), int64s(ctx, "e2", [3])])
     beam_ids = ctx.one(
-        "Range", [_i64(ctx, "zero", 0), ctx.one("Squeeze", [beams]), _i64(ctx, "one", 1)]
+        "Range", [int64s(ctx, "zero", 0), ctx.one("Squeeze", [beams]), int64s(ctx, "one", 1)]
     )
     start = ctx.one(
         "Expand",
         [
-            ctx.one("Unsqueeze", [beam_ids, _i64(ctx, "batch", [0])]),
-            ctx.one("Slice", [shape, _i64(ctx, "s3", [1]), _i64(ctx, "e3", [3])]),
+            ctx.one("Unsqueeze", [beam_ids, int64s(ctx, "batch", [0])]),
+            ctx.one("Slice", [shape, int64s(ctx, "s3", [1]), int64s(ctx, "e3", [3])]),
         ],
     )
 
@@ -77,12 +74,18 @@ def gather_tree(ctx, layer, inputs):
     _, backwards = ctx.node(
         "Loop", [steps, "", start], [ctx.tmp("final_parent"), ctx.tmp("rows")], body=body
     )
-    minimum = _i64(ctx, "min", [np.iinfo(np.int64).min])
+    minimum = int64s(ctx, "min", [np.iinfo(np.int64).min])
     stacked = ctx.one(
         "Slice",
-        [backwards, _i64(ctx, "from", [-1]), minimum, _i64(ctx, "t", [0]), _i64(ctx, "back", [-1])],
+        [
+            backwards,
+            int64s(ctx, "from", [-1]),
+            minimum,
+            int64s(ctx, "t", [0]),
+            int64s(ctx, "back", [-1]),
+        ],
     )
     ended = ctx.one("Cast", [ctx.one("Equal", [stacked, end])], to=TensorProto.INT32)
-    before = ctx.one("CumSum", [ended, _i64(ctx, "axis", 0)], exclusive=1)
+    before = ctx.one("CumSum", [ended, int64s(ctx, "axis", 0)], exclusive=1)
     finished = ctx.one("Greater", [before, ctx.const("zero", np.zeros((), np.int32))])
     ctx.one("Where", [finished, end, stacked], ctx.out(layer))

@@ -7,39 +7,29 @@ block of pixels (nearest upsampling by Expand, exact). The arithmetic is OpenVIN
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import INT64_MAX, float32s, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
 
-INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
-
-
-def _f32(ctx: ConversionContext, hint: str, value: float) -> str:
-    return ctx.const(hint, np.asarray(value, np.float32))
-
 
 def _rows(ctx: ConversionContext, tensor: str, start: str, stop: str) -> str:
-    return ctx.one("Slice", [tensor, start, stop, _i64(ctx, "rows", [1])])
+    return ctx.one("Slice", [tensor, start, stop, int64s(ctx, "rows", [1])])
 
 
 def _upsampled(ctx: ConversionContext, plane: str) -> str:
     """[N, h, w] -> [N, 2h, 2w], each sample repeated over a 2x2 block."""
     shape = ctx.one("Shape", [plane])
-    spread = ctx.one("Unsqueeze", [plane, _i64(ctx, "between", [2, 4])])
+    spread = ctx.one("Unsqueeze", [plane, int64s(ctx, "between", [2, 4])])
     repeat = ctx.one(
         "Concat",
         [
-            ctx.one("Slice", [shape, _i64(ctx, "s", [0]), _i64(ctx, "e", [2])]),
-            _i64(ctx, "two", [2]),
-            ctx.one("Slice", [shape, _i64(ctx, "s2", [2]), _i64(ctx, "e2", [3])]),
-            _i64(ctx, "two", [2]),
+            ctx.one("Slice", [shape, int64s(ctx, "s", [0]), int64s(ctx, "e", [2])]),
+            int64s(ctx, "two", [2]),
+            ctx.one("Slice", [shape, int64s(ctx, "s2", [2]), int64s(ctx, "e2", [3])]),
+            int64s(ctx, "two", [2]),
         ],
         axis=0,
     )
@@ -47,13 +37,13 @@ def _upsampled(ctx: ConversionContext, plane: str) -> str:
     doubled = ctx.one(
         "Mul",
         [
-            ctx.one("Slice", [shape, _i64(ctx, "s3", [1]), _i64(ctx, "e3", [3])]),
-            _i64(ctx, "two", [2]),
+            ctx.one("Slice", [shape, int64s(ctx, "s3", [1]), int64s(ctx, "e3", [3])]),
+            int64s(ctx, "two", [2]),
         ],
     )
     size = ctx.one(
         "Concat",
-        [ctx.one("Slice", [shape, _i64(ctx, "s4", [0]), _i64(ctx, "e4", [1])]), doubled],
+        [ctx.one("Slice", [shape, int64s(ctx, "s4", [0]), int64s(ctx, "e4", [1])]), doubled],
         axis=0,
     )
     return ctx.one("Reshape", [block, size])
@@ -61,7 +51,7 @@ def _upsampled(ctx: ConversionContext, plane: str) -> str:
 
 def _last(ctx: ConversionContext, tensor: str, index: int) -> str:
     """Channel ``index`` of an [N, h, w, c] tensor as [N, h, w] f32."""
-    picked = ctx.one("Gather", [tensor, _i64(ctx, "channel", index)], axis=3)
+    picked = ctx.one("Gather", [tensor, int64s(ctx, "channel", index)], axis=3)
     return ctx.one("Cast", [picked], to=TensorProto.FLOAT)
 
 
@@ -76,53 +66,56 @@ def _planes(
         return luma, _last(ctx, inputs[1], 0), _last(ctx, inputs[2], 0)
     image = _last(ctx, inputs[0], 0)  # [N, 3H/2, W]
     shape = ctx.one("Shape", [image])
-    total = ctx.one("Slice", [shape, _i64(ctx, "s", [1]), _i64(ctx, "e", [2])])
+    total = ctx.one("Slice", [shape, int64s(ctx, "s", [1]), int64s(ctx, "e", [2])])
     height = ctx.one(
-        "Div", [ctx.one("Mul", [total, _i64(ctx, "two", [2])]), _i64(ctx, "three", [3])]
+        "Div", [ctx.one("Mul", [total, int64s(ctx, "two", [2])]), int64s(ctx, "three", [3])]
     )
-    width = ctx.one("Slice", [shape, _i64(ctx, "s2", [2]), _i64(ctx, "e2", [3])])
-    batch = ctx.one("Slice", [shape, _i64(ctx, "s3", [0]), _i64(ctx, "e3", [1])])
-    luma = _rows(ctx, image, _i64(ctx, "zero", [0]), height)
-    rest = _rows(ctx, image, height, _i64(ctx, "end", [INT64_MAX]))
-    half = ctx.one("Div", [height, _i64(ctx, "two", [2])])
-    half_width = ctx.one("Div", [width, _i64(ctx, "two", [2])])
+    width = ctx.one("Slice", [shape, int64s(ctx, "s2", [2]), int64s(ctx, "e2", [3])])
+    batch = ctx.one("Slice", [shape, int64s(ctx, "s3", [0]), int64s(ctx, "e3", [1])])
+    luma = _rows(ctx, image, int64s(ctx, "zero", [0]), height)
+    rest = _rows(ctx, image, height, int64s(ctx, "end", [INT64_MAX]))
+    half = ctx.one("Div", [height, int64s(ctx, "two", [2])])
+    half_width = ctx.one("Div", [width, int64s(ctx, "two", [2])])
     if chroma == "nv12":
         pairs = ctx.one(
             "Reshape",
-            [rest, ctx.one("Concat", [batch, half, half_width, _i64(ctx, "pair", [2])], axis=0)],
+            [rest, ctx.one("Concat", [batch, half, half_width, int64s(ctx, "pair", [2])], axis=0)],
         )
-        u = ctx.one("Gather", [pairs, _i64(ctx, "u", 0)], axis=3)
-        v = ctx.one("Gather", [pairs, _i64(ctx, "v", 1)], axis=3)
+        u = ctx.one("Gather", [pairs, int64s(ctx, "u", 0)], axis=3)
+        v = ctx.one("Gather", [pairs, int64s(ctx, "v", 1)], axis=3)
         return luma, u, v
     quarter = ctx.one("Concat", [batch, half, half_width], axis=0)
     flat = ctx.one(
         "Reshape",
-        [rest, ctx.one("Concat", [batch, _i64(ctx, "two", [2]), _i64(ctx, "rest", [-1])], axis=0)],
+        [
+            rest,
+            ctx.one("Concat", [batch, int64s(ctx, "two", [2]), int64s(ctx, "rest", [-1])], axis=0),
+        ],
     )
-    u = ctx.one("Reshape", [ctx.one("Gather", [flat, _i64(ctx, "u", 0)], axis=1), quarter])
-    v = ctx.one("Reshape", [ctx.one("Gather", [flat, _i64(ctx, "v", 1)], axis=1), quarter])
+    u = ctx.one("Reshape", [ctx.one("Gather", [flat, int64s(ctx, "u", 0)], axis=1), quarter])
+    v = ctx.one("Reshape", [ctx.one("Gather", [flat, int64s(ctx, "v", 1)], axis=1), quarter])
     return luma, u, v
 
 
 def _convert(ctx, layer, inputs, chroma: str, order: str) -> None:
     luma, u, v = _planes(ctx, layer, inputs, chroma)
-    c = ctx.one("Sub", [luma, _f32(ctx, "sixteen", 16.0)])
-    d = ctx.one("Sub", [_upsampled(ctx, u), _f32(ctx, "half", 128.0)])
-    e = ctx.one("Sub", [_upsampled(ctx, v), _f32(ctx, "half", 128.0)])
-    scaled = ctx.one("Mul", [c, _f32(ctx, "luma", 1.164)])
-    red = ctx.one("Add", [scaled, ctx.one("Mul", [e, _f32(ctx, "red_v", 1.596)])])
+    c = ctx.one("Sub", [luma, float32s(ctx, "sixteen", 16.0)])
+    d = ctx.one("Sub", [_upsampled(ctx, u), float32s(ctx, "half", 128.0)])
+    e = ctx.one("Sub", [_upsampled(ctx, v), float32s(ctx, "half", 128.0)])
+    scaled = ctx.one("Mul", [c, float32s(ctx, "luma", 1.164)])
+    red = ctx.one("Add", [scaled, ctx.one("Mul", [e, float32s(ctx, "red_v", 1.596)])])
     green = ctx.one(
         "Sub",
         [
-            ctx.one("Sub", [scaled, ctx.one("Mul", [d, _f32(ctx, "green_u", 0.391)])]),
-            ctx.one("Mul", [e, _f32(ctx, "green_v", 0.813)]),
+            ctx.one("Sub", [scaled, ctx.one("Mul", [d, float32s(ctx, "green_u", 0.391)])]),
+            ctx.one("Mul", [e, float32s(ctx, "green_v", 0.813)]),
         ],
     )
-    blue = ctx.one("Add", [scaled, ctx.one("Mul", [d, _f32(ctx, "blue_u", 2.018)])])
+    blue = ctx.one("Add", [scaled, ctx.one("Mul", [d, float32s(ctx, "blue_u", 2.018)])])
     channels = [red, green, blue] if order == "rgb" else [blue, green, red]
-    last = _i64(ctx, "last", [-1])
+    last = int64s(ctx, "last", [-1])
     image = ctx.one("Concat", [ctx.one("Unsqueeze", [ch, last]) for ch in channels], axis=-1)
-    image = ctx.one("Clip", [image, _f32(ctx, "black", 0.0), _f32(ctx, "white", 255.0)])
+    image = ctx.one("Clip", [image, float32s(ctx, "black", 0.0), float32s(ctx, "white", 255.0)])
     kind = ctx.type_of(inputs[0])
     if kind == TensorProto.FLOAT:
         ctx.one("Identity", [image], ctx.out(layer))

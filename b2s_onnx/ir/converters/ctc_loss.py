@@ -14,12 +14,9 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 class _LogSpace:
@@ -43,7 +40,7 @@ class _LogSpace:
         ctx = self.ctx
         kept = ctx.one(
             "Slice",
-            [tensor, _i64(ctx, "s", [0]), _i64(ctx, "e", [width - by]), _i64(ctx, "a", [1])],
+            [tensor, int64s(ctx, "s", [0]), int64s(ctx, "e", [width - by]), int64s(ctx, "a", [1])],
         )
         pad = ctx.one(
             "Expand",
@@ -56,11 +53,11 @@ class _LogSpace:
                             "Slice",
                             [
                                 ctx.one("Shape", [tensor]),
-                                _i64(ctx, "s0", [0]),
-                                _i64(ctx, "e1", [1]),
+                                int64s(ctx, "s0", [0]),
+                                int64s(ctx, "e1", [1]),
                             ],
                         ),
-                        _i64(ctx, "by", [by]),
+                        int64s(ctx, "by", [by]),
                     ],
                     axis=0,
                 ),
@@ -72,12 +69,12 @@ class _LogSpace:
 def _compact(ctx: ConversionContext, labels: str, keep: str, width: int) -> tuple[str, str]:
     """Moves the kept labels of each row to the front, in order; returns them and their
     count per row."""
-    positions = _i64(ctx, "positions", np.arange(width))
+    positions = int64s(ctx, "positions", np.arange(width))
     dropped = ctx.one("Cast", [ctx.one("Not", [keep])], to=TensorProto.INT64)
-    keys = ctx.one("Add", [ctx.one("Mul", [dropped, _i64(ctx, "width", width)]), positions])
+    keys = ctx.one("Add", [ctx.one("Mul", [dropped, int64s(ctx, "width", width)]), positions])
     _, order = ctx.node(
         "TopK",
-        [keys, _i64(ctx, "k", [width])],
+        [keys, int64s(ctx, "k", [width])],
         [ctx.tmp("keys"), ctx.tmp("order")],
         axis=1,
         largest=0,
@@ -118,23 +115,29 @@ def ctc_loss(ctx, layer, inputs):
     dtype = np.dtype(NUMPY_OF_ONNX[ctx.type_of(logits)])
     space = _LogSpace(ctx, dtype)
     log_probs = ctx.one("LogSoftmax", [logits], axis=2)
-    blank = ctx.int64(inputs[4]) if len(inputs) > 4 else _i64(ctx, "blank", classes - 1)
-    blank = ctx.one("Reshape", [blank, _i64(ctx, "scalar", [])])
+    blank = ctx.int64(inputs[4]) if len(inputs) > 4 else int64s(ctx, "blank", classes - 1)
+    blank = ctx.one("Reshape", [blank, int64s(ctx, "scalar", [])])
     target = ctx.int64(labels)
-    lengths = ctx.one("Unsqueeze", [ctx.int64(label_length), _i64(ctx, "col", [1])])
-    positions = _i64(ctx, "positions", np.arange(width))
+    lengths = ctx.one("Unsqueeze", [ctx.int64(label_length), int64s(ctx, "col", [1])])
+    positions = int64s(ctx, "positions", np.arange(width))
     valid = ctx.one("Less", [positions, lengths])
-    count = ctx.one("Squeeze", [lengths, _i64(ctx, "col", [1])])
+    count = ctx.one("Squeeze", [lengths, int64s(ctx, "col", [1])])
     if layer.attrs["preprocess_collapse_repeated"]:
         previous = ctx.one(
             "Concat",
             [
                 ctx.one(
-                    "Slice", [target, _i64(ctx, "s", [0]), _i64(ctx, "e", [1]), _i64(ctx, "a", [1])]
+                    "Slice",
+                    [target, int64s(ctx, "s", [0]), int64s(ctx, "e", [1]), int64s(ctx, "a", [1])],
                 ),
                 ctx.one(
                     "Slice",
-                    [target, _i64(ctx, "s", [0]), _i64(ctx, "e", [width - 1]), _i64(ctx, "a", [1])],
+                    [
+                        target,
+                        int64s(ctx, "s", [0]),
+                        int64s(ctx, "e", [width - 1]),
+                        int64s(ctx, "a", [1]),
+                    ],
                 ),
             ],
             axis=1,
@@ -148,17 +151,17 @@ def ctc_loss(ctx, layer, inputs):
             ],
         )
         target, count = _compact(ctx, target, ctx.one("And", [valid, changed]), width)
-        valid = ctx.one("Less", [positions, ctx.one("Unsqueeze", [count, _i64(ctx, "col", [1])])])
+        valid = ctx.one("Less", [positions, ctx.one("Unsqueeze", [count, int64s(ctx, "col", [1])])])
     if layer.attrs["unique"]:
         same = ctx.one(
             "Equal",
             [
-                ctx.one("Unsqueeze", [target, _i64(ctx, "i", [2])]),
-                ctx.one("Unsqueeze", [target, _i64(ctx, "j", [1])]),
+                ctx.one("Unsqueeze", [target, int64s(ctx, "i", [2])]),
+                ctx.one("Unsqueeze", [target, int64s(ctx, "j", [1])]),
             ],
         )
         earlier = ctx.const("earlier", np.tril(np.ones((width, width), bool), -1))
-        valid_earlier = ctx.one("Unsqueeze", [valid, _i64(ctx, "i", [1])])
+        valid_earlier = ctx.one("Unsqueeze", [valid, int64s(ctx, "i", [1])])
         seen = ctx.one("And", [ctx.one("And", [same, earlier]), valid_earlier])
         repeated = ctx.one(
             "Cast",
@@ -172,7 +175,7 @@ def ctc_loss(ctx, layer, inputs):
         target, count = _compact(
             ctx, target, ctx.one("And", [valid, ctx.one("Not", [repeated])]), width
         )
-    frames = ctx.one("Unsqueeze", [ctx.int64(logit_length), _i64(ctx, "col", [1])])
+    frames = ctx.one("Unsqueeze", [ctx.int64(logit_length), int64s(ctx, "col", [1])])
     if layer.attrs["ctc_merge_repeated"]:
         total = _merged_paths(ctx, space, log_probs, target, blank, frames, count, steps, width)
     else:
@@ -181,33 +184,45 @@ def ctc_loss(ctx, layer, inputs):
 
 
 def _at_step(ctx: ConversionContext, log_probs: str, t: int) -> str:
-    return ctx.one("Gather", [log_probs, _i64(ctx, "t", t)], axis=1)  # [N, C]
+    return ctx.one("Gather", [log_probs, int64s(ctx, "t", t)], axis=1)  # [N, C]
 
 
 def _merged_paths(ctx, space, log_probs, target, blank, frames, count, steps, width) -> str:
     """Standard CTC over the target with blanks around every label (2L + 1 states); a state
     may skip the blank before it when its label differs from the one two states back."""
     states = 2 * width + 1
-    batch = ctx.one("Slice", [ctx.one("Shape", [target]), _i64(ctx, "s", [0]), _i64(ctx, "e", [1])])
+    batch = ctx.one(
+        "Slice", [ctx.one("Shape", [target]), int64s(ctx, "s", [0]), int64s(ctx, "e", [1])]
+    )
     blanks = ctx.one(
         "Expand",
-        [blank, ctx.one("Concat", [batch, _i64(ctx, "w", [width]), _i64(ctx, "one", [1])], axis=0)],
+        [
+            blank,
+            ctx.one("Concat", [batch, int64s(ctx, "w", [width]), int64s(ctx, "one", [1])], axis=0),
+        ],
     )
     pairs = ctx.one(
-        "Concat", [blanks, ctx.one("Unsqueeze", [target, _i64(ctx, "last", [2])])], axis=2
+        "Concat", [blanks, ctx.one("Unsqueeze", [target, int64s(ctx, "last", [2])])], axis=2
     )
     extended = ctx.one(
-        "Reshape", [pairs, ctx.one("Concat", [batch, _i64(ctx, "w2", [2 * width])], axis=0)]
+        "Reshape", [pairs, ctx.one("Concat", [batch, int64s(ctx, "w2", [2 * width])], axis=0)]
     )
-    closing = ctx.one("Expand", [blank, ctx.one("Concat", [batch, _i64(ctx, "one", [1])], axis=0)])
+    closing = ctx.one(
+        "Expand", [blank, ctx.one("Concat", [batch, int64s(ctx, "one", [1])], axis=0)]
+    )
     extended = ctx.one("Concat", [extended, closing], axis=1)
     two_back = ctx.one(
         "Concat",
         [
-            ctx.one("Expand", [blank, ctx.one("Concat", [batch, _i64(ctx, "two", [2])], axis=0)]),
+            ctx.one("Expand", [blank, ctx.one("Concat", [batch, int64s(ctx, "two", [2])], axis=0)]),
             ctx.one(
                 "Slice",
-                [extended, _i64(ctx, "s", [0]), _i64(ctx, "e", [states - 2]), _i64(ctx, "a", [1])],
+                [
+                    extended,
+                    int64s(ctx, "s", [0]),
+                    int64s(ctx, "e", [states - 2]),
+                    int64s(ctx, "a", [1]),
+                ],
             ),
         ],
         axis=1,
@@ -232,38 +247,40 @@ def _merged_paths(ctx, space, log_probs, target, blank, frames, count, steps, wi
         emit = ctx.one("GatherElements", [_at_step(ctx, log_probs, t), extended], axis=1)
         jump = ctx.one("Where", [skip, space.shifted(alpha, 2, states), space.minus_inf])
         updated = ctx.one("Add", [space.add(alpha, space.shifted(alpha, 1, states), jump), emit])
-        alpha = ctx.one("Where", [ctx.one("Less", [_i64(ctx, "t", t), frames]), updated, alpha])
+        alpha = ctx.one("Where", [ctx.one("Less", [int64s(ctx, "t", t), frames]), updated, alpha])
     last = ctx.one(
-        "Unsqueeze", [ctx.one("Mul", [count, _i64(ctx, "two", 2)]), _i64(ctx, "col", [1])]
+        "Unsqueeze", [ctx.one("Mul", [count, int64s(ctx, "two", 2)]), int64s(ctx, "col", [1])]
     )
     final = ctx.one("GatherElements", [alpha, last], axis=1)
     before = ctx.one(
         "GatherElements",
         [
             alpha,
-            ctx.one("Max", [ctx.one("Sub", [last, _i64(ctx, "one", 1)]), _i64(ctx, "zero", 0)]),
+            ctx.one("Max", [ctx.one("Sub", [last, int64s(ctx, "one", 1)]), int64s(ctx, "zero", 0)]),
         ],
         axis=1,
     )
     before = ctx.one(
-        "Where", [ctx.one("Greater", [last, _i64(ctx, "zero", 0)]), before, space.minus_inf]
+        "Where", [ctx.one("Greater", [last, int64s(ctx, "zero", 0)]), before, space.minus_inf]
     )
-    return ctx.one("Squeeze", [space.add(final, before), _i64(ctx, "col", [1])])
+    return ctx.one("Squeeze", [space.add(final, before), int64s(ctx, "col", [1])])
 
 
 def _unmerged_paths(ctx, space, log_probs, target, blank, frames, count, steps, width) -> str:
     """Without merging, a path's labels are its non-blank frames: state s counts the labels
     emitted so far, and each frame either is blank or emits the next label."""
     states = width + 1
-    batch = ctx.one("Slice", [ctx.one("Shape", [target]), _i64(ctx, "s", [0]), _i64(ctx, "e", [1])])
+    batch = ctx.one(
+        "Slice", [ctx.one("Shape", [target]), int64s(ctx, "s", [0]), int64s(ctx, "e", [1])]
+    )
     blank_column = ctx.one(
-        "Expand", [blank, ctx.one("Concat", [batch, _i64(ctx, "one", [1])], axis=0)]
+        "Expand", [blank, ctx.one("Concat", [batch, int64s(ctx, "one", [1])], axis=0)]
     )
     start = np.full(states, -np.inf)
     start[0] = 0
     alpha = ctx.const("start", start.astype(space.dtype))
     alpha = ctx.one(
-        "Expand", [alpha, ctx.one("Concat", [batch, _i64(ctx, "states", [states])], axis=0)]
+        "Expand", [alpha, ctx.one("Concat", [batch, int64s(ctx, "states", [states])], axis=0)]
     )
     for t in range(steps):
         probs = _at_step(ctx, log_probs, t)
@@ -274,7 +291,7 @@ def _unmerged_paths(ctx, space, log_probs, target, blank, frames, count, steps, 
             [
                 ctx.one(
                     "Expand",
-                    [space.minus_inf, ctx.one("Concat", [batch, _i64(ctx, "one", [1])], axis=0)],
+                    [space.minus_inf, ctx.one("Concat", [batch, int64s(ctx, "one", [1])], axis=0)],
                 ),
                 ctx.one(
                     "Add",
@@ -283,9 +300,9 @@ def _unmerged_paths(ctx, space, log_probs, target, blank, frames, count, steps, 
                             "Slice",
                             [
                                 alpha,
-                                _i64(ctx, "s", [0]),
-                                _i64(ctx, "e", [width]),
-                                _i64(ctx, "a", [1]),
+                                int64s(ctx, "s", [0]),
+                                int64s(ctx, "e", [width]),
+                                int64s(ctx, "a", [1]),
                             ],
                         ),
                         emit,
@@ -295,8 +312,8 @@ def _unmerged_paths(ctx, space, log_probs, target, blank, frames, count, steps, 
             axis=1,
         )
         updated = space.add(stay, advance)
-        alpha = ctx.one("Where", [ctx.one("Less", [_i64(ctx, "t", t), frames]), updated, alpha])
+        alpha = ctx.one("Where", [ctx.one("Less", [int64s(ctx, "t", t), frames]), updated, alpha])
     final = ctx.one(
-        "GatherElements", [alpha, ctx.one("Unsqueeze", [count, _i64(ctx, "col", [1])])], axis=1
+        "GatherElements", [alpha, ctx.one("Unsqueeze", [count, int64s(ctx, "col", [1])])], axis=1
     )
-    return ctx.one("Squeeze", [final, _i64(ctx, "col", [1])])
+    return ctx.one("Squeeze", [final, int64s(ctx, "col", [1])])

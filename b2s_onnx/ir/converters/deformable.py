@@ -15,7 +15,7 @@ import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
-from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import float32s, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, Int, Ints
 from b2s_onnx.ir.reader import Layer
@@ -31,14 +31,6 @@ ATTRS = {
     "group": Int(default=1, minimum=1),
     "deformable_group": Int(default=1, minimum=1),
 }
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
-
-
-def _f32(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.float32))
 
 
 def _pads(layer: Layer, size: list[int], kernel: list[int]) -> tuple[list[int], list[int]]:
@@ -111,24 +103,30 @@ def deformable_convolution(ctx, layer, inputs):
     base_y = (oy * strides[0] - begin[0] + ky * dilations[0]).reshape(taps, *out_size)
     base_x = (ox * strides[1] - begin[1] + kx * dilations[1]).reshape(taps, *out_size)
     grouped = ctx.one(
-        "Reshape", [offsets, _i64(ctx, "offsets", [0, deformable_groups, taps, 2, *out_size])]
+        "Reshape", [offsets, int64s(ctx, "offsets", [0, deformable_groups, taps, 2, *out_size])]
     )
     y = ctx.one(
         "Add",
-        [ctx.one("Gather", [grouped, _i64(ctx, "y", 0)], axis=3), _f32(ctx, "base_y", base_y)],
+        [
+            ctx.one("Gather", [grouped, int64s(ctx, "y", 0)], axis=3),
+            float32s(ctx, "base_y", base_y),
+        ],
     )
     x = ctx.one(
         "Add",
-        [ctx.one("Gather", [grouped, _i64(ctx, "x", 1)], axis=3), _f32(ctx, "base_x", base_x)],
+        [
+            ctx.one("Gather", [grouped, int64s(ctx, "x", 1)], axis=3),
+            float32s(ctx, "base_x", base_x),
+        ],
     )
     scale = None
     if mask is not None:
         scale = ctx.one(
-            "Reshape", [mask, _i64(ctx, "mask", [0, deformable_groups, taps, *out_size])]
+            "Reshape", [mask, int64s(ctx, "mask", [0, deformable_groups, taps, *out_size])]
         )
     padded_blend = layer.version == "opset8" and attrs["bilinear_interpolation_pad"]
     if not padded_blend:
-        zero = _f32(ctx, "zero", 0.0)
+        zero = float32s(ctx, "zero", 0.0)
         inside = ctx.one(
             "And",
             [
@@ -136,36 +134,42 @@ def deformable_convolution(ctx, layer, inputs):
                     "And",
                     [
                         ctx.one("GreaterOrEqual", [y, zero]),
-                        ctx.one("Less", [y, _f32(ctx, "h", float(height))]),
+                        ctx.one("Less", [y, float32s(ctx, "h", float(height))]),
                     ],
                 ),
                 ctx.one(
                     "And",
                     [
                         ctx.one("GreaterOrEqual", [x, zero]),
-                        ctx.one("Less", [x, _f32(ctx, "w", float(width))]),
+                        ctx.one("Less", [x, float32s(ctx, "w", float(width))]),
                     ],
                 ),
             ],
         )
         inside = ctx.one("Cast", [inside], to=TensorProto.FLOAT)
         scale = inside if scale is None else ctx.one("Mul", [scale, inside])
-        y = ctx.one("Min", [y, _f32(ctx, "last_row", float(height - 1))])
-        x = ctx.one("Min", [x, _f32(ctx, "last_column", float(width - 1))])
+        y = ctx.one("Min", [y, float32s(ctx, "last_row", float(height - 1))])
+        x = ctx.one("Min", [x, float32s(ctx, "last_column", float(width - 1))])
     # GridSample's normalised coordinates with align_corners: -1 is pixel 0, 1 the last one.
     ny = ctx.one(
         "Sub",
-        [ctx.one("Mul", [y, _f32(ctx, "sy", 2.0 / max(height - 1, 1))]), _f32(ctx, "one", 1.0)],
+        [
+            ctx.one("Mul", [y, float32s(ctx, "sy", 2.0 / max(height - 1, 1))]),
+            float32s(ctx, "one", 1.0),
+        ],
     )
     nx = ctx.one(
         "Sub",
-        [ctx.one("Mul", [x, _f32(ctx, "sx", 2.0 / max(width - 1, 1))]), _f32(ctx, "one", 1.0)],
+        [
+            ctx.one("Mul", [x, float32s(ctx, "sx", 2.0 / max(width - 1, 1))]),
+            float32s(ctx, "one", 1.0),
+        ],
     )
     grid = ctx.one(
         "Concat",
         [
-            ctx.one("Unsqueeze", [nx, _i64(ctx, "last", [-1])]),
-            ctx.one("Unsqueeze", [ny, _i64(ctx, "last", [-1])]),
+            ctx.one("Unsqueeze", [nx, int64s(ctx, "last", [-1])]),
+            ctx.one("Unsqueeze", [ny, int64s(ctx, "last", [-1])]),
         ],
         axis=-1,
     )
@@ -177,32 +181,33 @@ def deformable_convolution(ctx, layer, inputs):
             "Slice",
             [
                 data,
-                _i64(ctx, "s", [g * per_group]),
-                _i64(ctx, "e", [(g + 1) * per_group]),
-                _i64(ctx, "c", [1]),
+                int64s(ctx, "s", [g * per_group]),
+                int64s(ctx, "e", [(g + 1) * per_group]),
+                int64s(ctx, "c", [1]),
             ],
         )
         points = ctx.one(
             "Reshape",
             [
-                ctx.one("Gather", [grid, _i64(ctx, "g", g)], axis=1),
-                _i64(ctx, "points", [0, taps * out_size[0], out_size[1], 2]),
+                ctx.one("Gather", [grid, int64s(ctx, "g", g)], axis=1),
+                int64s(ctx, "points", [0, taps * out_size[0], out_size[1], 2]),
             ],
         )
         values = ctx.one(
             "GridSample", [part, points], align_corners=1, mode=mode, padding_mode="zeros"
         )
-        values = ctx.one("Reshape", [values, _i64(ctx, "taps", [0, per_group, taps, *out_size])])
+        values = ctx.one("Reshape", [values, int64s(ctx, "taps", [0, per_group, taps, *out_size])])
         if scale is not None:
             weight = ctx.one(
                 "Unsqueeze",
-                [ctx.one("Gather", [scale, _i64(ctx, "g", g)], axis=1), _i64(ctx, "c", [1])],
+                [ctx.one("Gather", [scale, int64s(ctx, "g", g)], axis=1), int64s(ctx, "c", [1])],
             )
             values = ctx.one("Mul", [values, weight])
         sampled.append(values)
     columns = sampled[0] if len(sampled) == 1 else ctx.one("Concat", sampled, axis=1)
     columns = ctx.one(
-        "Reshape", [columns, _i64(ctx, "columns", [0, channels * taps, out_size[0] * out_size[1]])]
+        "Reshape",
+        [columns, int64s(ctx, "columns", [0, channels * taps, out_size[0] * out_size[1]])],
     )
     per_conv = channels // groups
     per_out = outputs_count // groups
@@ -212,21 +217,23 @@ def deformable_convolution(ctx, layer, inputs):
             "Slice",
             [
                 columns,
-                _i64(ctx, "s", [g * per_conv * taps]),
-                _i64(ctx, "e", [(g + 1) * per_conv * taps]),
-                _i64(ctx, "c", [1]),
+                int64s(ctx, "s", [g * per_conv * taps]),
+                int64s(ctx, "e", [(g + 1) * per_conv * taps]),
+                int64s(ctx, "c", [1]),
             ],
         )
         weights = ctx.one(
             "Slice",
             [
                 filters,
-                _i64(ctx, "s", [g * per_out]),
-                _i64(ctx, "e", [(g + 1) * per_out]),
-                _i64(ctx, "o", [0]),
+                int64s(ctx, "s", [g * per_out]),
+                int64s(ctx, "e", [(g + 1) * per_out]),
+                int64s(ctx, "o", [0]),
             ],
         )
-        weights = ctx.one("Reshape", [weights, _i64(ctx, "rows", [per_out, per_conv * taps])])
+        weights = ctx.one("Reshape", [weights, int64s(ctx, "rows", [per_out, per_conv * taps])])
         results.append(ctx.one("MatMul", [weights, cols]))
     product = results[0] if len(results) == 1 else ctx.one("Concat", results, axis=1)
-    ctx.one("Reshape", [product, _i64(ctx, "image", [0, outputs_count, *out_size])], ctx.out(layer))
+    ctx.one(
+        "Reshape", [product, int64s(ctx, "image", [0, outputs_count, *out_size])], ctx.out(layer)
+    )

@@ -13,15 +13,12 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import INT64_MAX, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Choice
 from b2s_onnx.ir.reader import Layer
 
 REDUCTION = {"reduction": Choice(allowed=("sum", "mean"), default="sum")}
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 def _reduction(layer: Layer) -> str:
@@ -37,7 +34,7 @@ def _weighted_rows(
         return rows
     if _reduction(layer) != "sum":
         raise B2SError(f"{layer.where()}: per_sample_weights are allowed only with reduction='sum'")
-    return ctx.one("Mul", [rows, ctx.one("Unsqueeze", [weights, _i64(ctx, "col", [1])])])
+    return ctx.one("Mul", [rows, ctx.one("Unsqueeze", [weights, int64s(ctx, "col", [1])])])
 
 
 def _bags(
@@ -56,18 +53,18 @@ def _bags(
         "Slice",
         [
             ctx.one("Shape", [table]),
-            _i64(ctx, "one", [1]),
-            _i64(ctx, "end", [np.iinfo(np.int64).max]),
+            int64s(ctx, "one", [1]),
+            int64s(ctx, "end", [INT64_MAX]),
         ],
     )
     size = ctx.one(
-        "Slice", [ctx.one("Shape", [rows]), _i64(ctx, "one", [1]), _i64(ctx, "two", [2])]
+        "Slice", [ctx.one("Shape", [rows]), int64s(ctx, "one", [1]), int64s(ctx, "two", [2])]
     )
     zero = ctx.const("zero", np.zeros((), dtype))
     totals = ctx.one("Expand", [zero, ctx.one("Concat", [bags, size], axis=0)])
     targets = ctx.one(
         "Expand",
-        [ctx.one("Unsqueeze", [bag_of_row, _i64(ctx, "col", [1])]), ctx.one("Shape", [rows])],
+        [ctx.one("Unsqueeze", [bag_of_row, int64s(ctx, "col", [1])]), ctx.one("Shape", [rows])],
     )
     totals = ctx.one("ScatterElements", [totals, targets, rows], axis=0, reduction="add")
     ones = ctx.one("Expand", [ctx.const("one", np.ones((), dtype)), ctx.one("Shape", [bag_of_row])])
@@ -77,7 +74,7 @@ def _bags(
         axis=0,
         reduction="add",
     )
-    counts = ctx.one("Unsqueeze", [counts, _i64(ctx, "col", [1])])
+    counts = ctx.one("Unsqueeze", [counts, int64s(ctx, "col", [1])])
     empty = ctx.one("Equal", [counts, zero])
     if _reduction(layer) == "mean":
         totals = ctx.one(
@@ -91,7 +88,7 @@ def _bags(
                     "Gather",
                     [
                         table,
-                        ctx.one("Reshape", [ctx.int64(default_index), _i64(ctx, "one_row", [1])]),
+                        ctx.one("Reshape", [ctx.int64(default_index), int64s(ctx, "one_row", [1])]),
                     ],
                     axis=0,
                 )
@@ -126,14 +123,14 @@ def embedding_bag_offsets(ctx, layer, inputs):
     positions = ctx.one(
         "Range",
         [
-            _i64(ctx, "zero", 0),
+            int64s(ctx, "zero", 0),
             ctx.one("Squeeze", [ctx.one("Shape", [indices])]),
-            _i64(ctx, "step", 1),
+            int64s(ctx, "step", 1),
         ],
     )
     started = ctx.one(
         "LessOrEqual",
-        [ctx.int64(offsets), ctx.one("Unsqueeze", [positions, _i64(ctx, "col", [1])])],
+        [ctx.int64(offsets), ctx.one("Unsqueeze", [positions, int64s(ctx, "col", [1])])],
     )
     bag_of_row = ctx.one(
         "Sub",
@@ -141,7 +138,7 @@ def embedding_bag_offsets(ctx, layer, inputs):
             ctx.reduce(
                 "ReduceSum", ctx.one("Cast", [started], to=TensorProto.INT64), [1], keepdims=False
             ),
-            _i64(ctx, "one", 1),
+            int64s(ctx, "one", 1),
         ],
     )
     bags = ctx.one("Shape", [offsets])
@@ -153,7 +150,7 @@ def embedding_segments_sum(ctx, layer, inputs):
     _require_opset(ctx, layer)
     table, indices, segment_ids, num_segments = inputs[:4]
     rows = _weighted_rows(ctx, layer, table, indices, _optional(inputs, 5))
-    bags = ctx.one("Reshape", [ctx.int64(num_segments), _i64(ctx, "one_value", [1])])
+    bags = ctx.one("Reshape", [ctx.int64(num_segments), int64s(ctx, "one_value", [1])])
     _bags(ctx, layer, table, rows, ctx.int64(segment_ids), bags, _optional(inputs, 4))
 
 
@@ -170,7 +167,7 @@ def embedding_bag_packed(ctx, layer, inputs):
                 f"{layer.where()}: per_sample_weights are allowed only with reduction='sum'"
             )
         rank = ctx.rank(layer, table) + 1
-        shaped = ctx.one("Unsqueeze", [weights, _i64(ctx, "rows", list(range(2, rank)))])
+        shaped = ctx.one("Unsqueeze", [weights, int64s(ctx, "rows", list(range(2, rank)))])
         gathered = ctx.one("Mul", [gathered, shaped])
     op = "ReduceMean" if _reduction(layer) == "mean" else "ReduceSum"
     ctx.reduce(op, gathered, [1], keepdims=False, output=ctx.out(layer))

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import float32s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Choice
 
 #: destination type -> (mantissa bits, smallest normal exponent, largest finite value)
 FORMATS = {"f8e4m3": (3, -6, 448.0), "f8e5m2": (2, -14, 57344.0)}
-
-
-def _f32(ctx: ConversionContext, hint: str, value: float) -> str:
-    return ctx.const(hint, np.asarray(value, np.float32))
 
 
 def _round_to_format(ctx: ConversionContext, value: str, destination: str) -> str:
@@ -25,13 +21,13 @@ def _round_to_format(ctx: ConversionContext, value: str, destination: str) -> st
     normal one, which gives the subnormals); e comes from a logarithm corrected by one
     comparison each way, so it is exact."""
     mantissa, lowest_exponent, largest = FORMATS[destination]
-    two = _f32(ctx, "two", 2.0)
-    magnitude = ctx.one("Min", [ctx.one("Abs", [value]), _f32(ctx, "largest", largest)])
+    two = float32s(ctx, "two", 2.0)
+    magnitude = ctx.one("Min", [ctx.one("Abs", [value]), float32s(ctx, "largest", largest)])
     guess = ctx.one(
         "Floor",
-        [ctx.one("Mul", [ctx.one("Log", [magnitude]), _f32(ctx, "inv_ln2", 1 / math.log(2))])],
+        [ctx.one("Mul", [ctx.one("Log", [magnitude]), float32s(ctx, "inv_ln2", 1 / math.log(2))])],
     )
-    one = _f32(ctx, "one", 1.0)
+    one = float32s(ctx, "one", 1.0)
     too_small = ctx.one(
         "GreaterOrEqual", [magnitude, ctx.one("Pow", [two, ctx.one("Add", [guess, one])])]
     )
@@ -43,11 +39,13 @@ def _round_to_format(ctx: ConversionContext, value: str, destination: str) -> st
             ctx.one("Cast", [too_large], to=TensorProto.FLOAT),
         ],
     )
-    exponent = ctx.one("Max", [exponent, _f32(ctx, "lowest_exponent", float(lowest_exponent))])
-    step = ctx.one("Pow", [two, ctx.one("Sub", [exponent, _f32(ctx, "mantissa", float(mantissa))])])
+    exponent = ctx.one("Max", [exponent, float32s(ctx, "lowest_exponent", float(lowest_exponent))])
+    step = ctx.one(
+        "Pow", [two, ctx.one("Sub", [exponent, float32s(ctx, "mantissa", float(mantissa))])]
+    )
     rounded = ctx.one("Mul", [ctx.one("Round", [ctx.one("Div", [magnitude, step])]), step])
-    rounded = ctx.one("Min", [rounded, _f32(ctx, "largest", largest)])
-    negative = ctx.one("Less", [value, _f32(ctx, "zero", 0.0)])
+    rounded = ctx.one("Min", [rounded, float32s(ctx, "largest", largest)])
+    negative = ctx.one("Less", [value, float32s(ctx, "zero", 0.0)])
     return ctx.one("Where", [negative, ctx.one("Neg", [rounded]), rounded])
 
 

@@ -15,15 +15,10 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool
 from b2s_onnx.ir.reader import Layer
-
-INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 def _matrices(
@@ -52,9 +47,9 @@ class _Signal:
                 "Slice",
                 [
                     tensor,
-                    _i64(ctx, "start", [0]),
-                    _i64(ctx, "stop", [count]),
-                    _i64(ctx, "axis", [axis]),
+                    int64s(ctx, "start", [0]),
+                    int64s(ctx, "stop", [count]),
+                    int64s(ctx, "axis", [axis]),
                 ],
             )
         last = self.rank - 1
@@ -101,7 +96,7 @@ class _Signal:
 
     def stacked(self, output: str) -> str:
         ctx = self.ctx
-        last = _i64(ctx, "last", [-1])
+        last = int64s(ctx, "last", [-1])
         parts = [ctx.one("Unsqueeze", [self.real, last])]
         imag = (
             self.imag
@@ -119,9 +114,14 @@ def _split_complex(ctx: ConversionContext, data: str, rank: int) -> _Signal:
             [
                 ctx.one(
                     "Slice",
-                    [data, _i64(ctx, "s", [i]), _i64(ctx, "e", [i + 1]), _i64(ctx, "a", [-1])],
+                    [
+                        data,
+                        int64s(ctx, "s", [i]),
+                        int64s(ctx, "e", [i + 1]),
+                        int64s(ctx, "a", [-1]),
+                    ],
                 ),
-                _i64(ctx, "a", [-1]),
+                int64s(ctx, "a", [-1]),
             ],
         )
         for i in (0, 1)
@@ -254,7 +254,7 @@ def stft(ctx, layer, inputs):
     if window_length < size:
         before = (size - window_length) // 2
         window = ctx.one(
-            "Pad", [window, _i64(ctx, "pads", [before, size - window_length - before])]
+            "Pad", [window, int64s(ctx, "pads", [before, size - window_length - before])]
         )
     windowed = ctx.one("Mul", [framed, window])
     rank = len(shape) + 1
@@ -310,31 +310,33 @@ def istft(ctx, layer, inputs):
     if window_length < size:
         before = (size - window_length) // 2
         window = ctx.one(
-            "Pad", [window, _i64(ctx, "pads", [before, size - window_length - before])]
+            "Pad", [window, int64s(ctx, "pads", [before, size - window_length - before])]
         )
     windowed = ctx.one("Mul", [spectrum.real, window])  # [batch?, frames, size]
     length = (frames - 1) * step + size
     positions = (np.arange(frames)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
     flat_shape = [0, frames * size] if batched else [frames * size]
-    flat = ctx.one("Reshape", [windowed, _i64(ctx, "flat", flat_shape)])
-    targets = ctx.one("Expand", [_i64(ctx, "positions", positions), ctx.one("Shape", [flat])])
+    flat = ctx.one("Reshape", [windowed, int64s(ctx, "flat", flat_shape)])
+    targets = ctx.one("Expand", [int64s(ctx, "positions", positions), ctx.one("Shape", [flat])])
     canvas_shape = ctx.one(
         "Concat",
         [
-            ctx.one("Slice", [ctx.one("Shape", [flat]), _i64(ctx, "s", [0]), _i64(ctx, "e", [-1])]),
-            _i64(ctx, "length", [length]),
+            ctx.one(
+                "Slice", [ctx.one("Shape", [flat]), int64s(ctx, "s", [0]), int64s(ctx, "e", [-1])]
+            ),
+            int64s(ctx, "length", [length]),
         ],
         axis=0,
     )
     canvas = ctx.one("Expand", [ctx.const("zero", np.zeros((), np.float32)), canvas_shape])
     signal = ctx.one("ScatterElements", [canvas, targets, flat], axis=-1, reduction="add")
     squared = ctx.one("Mul", [window, window])
-    tiled = ctx.one("Tile", [squared, _i64(ctx, "frames", [frames])])
+    tiled = ctx.one("Tile", [squared, int64s(ctx, "frames", [frames])])
     envelope = ctx.one(
         "ScatterElements",
         [
             ctx.const("empty", np.zeros(length, np.float32)),
-            _i64(ctx, "positions", positions),
+            int64s(ctx, "positions", positions),
             tiled,
         ],
         axis=0,
@@ -347,21 +349,27 @@ def istft(ctx, layer, inputs):
         signal = ctx.one("Mul", [signal, ctx.const("scale", np.asarray(np.sqrt(size), np.float32))])
     start, stop = (size // 2, length - size // 2) if layer.attrs["center"] else (0, length)
     if len(inputs) > 4:
-        wanted = ctx.one("Reshape", [ctx.int64(inputs[4]), _i64(ctx, "one", [1])])
-        stop_at = ctx.one("Add", [wanted, _i64(ctx, "start", [start])])
+        wanted = ctx.one("Reshape", [ctx.int64(inputs[4]), int64s(ctx, "one", [1])])
+        stop_at = ctx.one("Add", [wanted, int64s(ctx, "start", [start])])
         short = ctx.one(
-            "Max", [ctx.one("Sub", [stop_at, _i64(ctx, "stop", [length])]), _i64(ctx, "zero", [0])]
+            "Max",
+            [ctx.one("Sub", [stop_at, int64s(ctx, "stop", [length])]), int64s(ctx, "zero", [0])],
         )
-        zeros = _i64(ctx, "no_pad", [0] * (3 if batched else 1))
+        zeros = int64s(ctx, "no_pad", [0] * (3 if batched else 1))
         signal = ctx.one("Pad", [signal, ctx.one("Concat", [zeros, short], axis=0)])
         ctx.one(
             "Slice",
-            [signal, _i64(ctx, "from", [start]), stop_at, _i64(ctx, "axis", [-1])],
+            [signal, int64s(ctx, "from", [start]), stop_at, int64s(ctx, "axis", [-1])],
             ctx.out(layer),
         )
         return
     ctx.one(
         "Slice",
-        [signal, _i64(ctx, "from", [start]), _i64(ctx, "to", [stop]), _i64(ctx, "axis", [-1])],
+        [
+            signal,
+            int64s(ctx, "from", [start]),
+            int64s(ctx, "to", [stop]),
+            int64s(ctx, "axis", [-1]),
+        ],
         ctx.out(layer),
     )

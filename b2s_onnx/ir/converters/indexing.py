@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from b2s_onnx.errors import B2SError
-from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import INT64_MAX, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Choice, Int, input_rank
 from b2s_onnx.ir.reader import Layer
-
-INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 @converts("Slice", (8,), inputs=(4, 5), attrs={})
@@ -58,9 +50,9 @@ def gather_nd(ctx, layer, inputs):
     gathered = ctx.one("GatherND", [data, ctx.int64(indices)], batch_dims=batch_dims)
     shape = ctx.one("Shape", [gathered])
     rest = ctx.one(
-        "Slice", [shape, _i64(ctx, "start", [batch_dims]), _i64(ctx, "end", [INT64_MAX])]
+        "Slice", [shape, int64s(ctx, "start", [batch_dims]), int64s(ctx, "end", [INT64_MAX])]
     )
-    folded = ctx.one("Concat", [_i64(ctx, "batch", [-1]), rest], axis=0)
+    folded = ctx.one("Concat", [int64s(ctx, "batch", [-1]), rest], axis=0)
     ctx.one("Reshape", [gathered, folded], ctx.out(layer))
 
 
@@ -97,15 +89,15 @@ def one_hot(ctx, layer, inputs):
     axis = axis + rank + 1 if axis < 0 else axis
     mode = layer.attrs["negative_indices_mode"] if layer.version == "opset16" else None
     index = ctx.int64(indices)
-    count = ctx.int64(ctx.one("Reshape", [depth, _i64(ctx, "scalar", [])]))
+    count = ctx.int64(ctx.one("Reshape", [depth, int64s(ctx, "scalar", [])]))
     if mode == "normalize":
-        negative = ctx.one("Less", [index, _i64(ctx, "zero", 0)])
+        negative = ctx.one("Less", [index, int64s(ctx, "zero", 0)])
         index = ctx.one("Where", [negative, ctx.one("Add", [index, count]), index])
-    positions = ctx.one("Range", [_i64(ctx, "zero", 0), count, _i64(ctx, "one", 1)])
+    positions = ctx.one("Range", [int64s(ctx, "zero", 0), count, int64s(ctx, "one", 1)])
     placed = [1] * (rank + 1)
     placed[axis] = -1
-    positions = ctx.one("Reshape", [positions, _i64(ctx, "placed", placed)])
-    hit = ctx.one("Equal", [ctx.one("Unsqueeze", [index, _i64(ctx, "axis", [axis])]), positions])
-    on = ctx.one("Reshape", [on_value, _i64(ctx, "scalar", [])])
-    off = ctx.one("Reshape", [off_value, _i64(ctx, "scalar", [])])
+    positions = ctx.one("Reshape", [positions, int64s(ctx, "placed", placed)])
+    hit = ctx.one("Equal", [ctx.one("Unsqueeze", [index, int64s(ctx, "axis", [axis])]), positions])
+    on = ctx.one("Reshape", [on_value, int64s(ctx, "scalar", [])])
+    off = ctx.one("Reshape", [off_value, int64s(ctx, "scalar", [])])
     ctx.one("Where", [hit, on, off], ctx.out(layer))

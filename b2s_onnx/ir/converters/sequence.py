@@ -7,15 +7,10 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import INT64_MAX, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, Int
 from b2s_onnx.ir.reader import Layer
-
-INT64_MAX = int(np.iinfo(np.int64).max)
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 def _axis(layer: Layer, axis: int, rank: int, what: str) -> int:
@@ -31,7 +26,7 @@ def _axis(layer: Layer, axis: int, rank: int, what: str) -> int:
     attrs={"exclusive": Bool(default=False), "reverse": Bool(default=False)},
 )
 def cumsum(ctx, layer, inputs):
-    axis = ctx.int64(inputs[1]) if len(inputs) > 1 else _i64(ctx, "axis", 0)
+    axis = ctx.int64(inputs[1]) if len(inputs) > 1 else int64s(ctx, "axis", 0)
     ctx.one(
         "CumSum",
         [inputs[0], axis],
@@ -45,9 +40,10 @@ def _dim(ctx: ConversionContext, data: str, axis: int) -> str:
     """Dimension ``axis`` of ``data`` as a 1-element int64 tensor (a constant when known)."""
     shape = ctx.shape(data)
     if shape is not None and shape[axis] is not None:
-        return _i64(ctx, "dim", [shape[axis]])
+        return int64s(ctx, "dim", [shape[axis]])
     return ctx.one(
-        "Slice", [ctx.one("Shape", [data]), _i64(ctx, "at", [axis]), _i64(ctx, "next", [axis + 1])]
+        "Slice",
+        [ctx.one("Shape", [data]), int64s(ctx, "at", [axis]), int64s(ctx, "next", [axis + 1])],
     )
 
 
@@ -55,9 +51,9 @@ def _roll_axis(ctx: ConversionContext, data: str, axis: int, shift: str, output:
     """out = concat(x[dim - k:], x[:dim - k]) along ``axis``, k = shift mod dim."""
     dim = _dim(ctx, data, axis)
     split = ctx.one("Sub", [dim, ctx.one("Mod", [shift, dim])])
-    where = _i64(ctx, "axis", [axis])
-    tail = ctx.one("Slice", [data, split, _i64(ctx, "end", [INT64_MAX]), where])
-    head = ctx.one("Slice", [data, _i64(ctx, "zero", [0]), split, where])
+    where = int64s(ctx, "axis", [axis])
+    tail = ctx.one("Slice", [data, split, int64s(ctx, "end", [INT64_MAX]), where])
+    head = ctx.one("Slice", [data, int64s(ctx, "zero", [0]), split, where])
     return ctx.one("Concat", [tail, head], output, axis=axis)
 
 
@@ -79,12 +75,15 @@ def roll(ctx, layer, inputs):
         )
     shifts = ctx.one(
         "Expand",
-        [ctx.one("Reshape", [shifts, _i64(ctx, "flat", [-1])]), _i64(ctx, "count", [len(axes)])],
+        [
+            ctx.one("Reshape", [shifts, int64s(ctx, "flat", [-1])]),
+            int64s(ctx, "count", [len(axes)]),
+        ],
     )
     current = data
     for position, axis in enumerate(axes):
         amount = ctx.one(
-            "Slice", [shifts, _i64(ctx, "at", [position]), _i64(ctx, "next", [position + 1])]
+            "Slice", [shifts, int64s(ctx, "at", [position]), int64s(ctx, "next", [position + 1])]
         )
         last = position == len(axes) - 1
         current = _roll_axis(ctx, current, axis, amount, ctx.out(layer) if last else None)
@@ -114,10 +113,10 @@ def reverse(ctx, layer, inputs):
         "Slice",
         [
             data,
-            _i64(ctx, "starts", [-1] * len(axes)),
-            _i64(ctx, "ends", [-INT64_MAX - 1] * len(axes)),
-            _i64(ctx, "axes", axes),
-            _i64(ctx, "steps", [-1] * len(axes)),
+            int64s(ctx, "starts", [-1] * len(axes)),
+            int64s(ctx, "ends", [-INT64_MAX - 1] * len(axes)),
+            int64s(ctx, "axes", axes),
+            int64s(ctx, "steps", [-1] * len(axes)),
         ],
         ctx.out(layer),
     )
@@ -167,9 +166,11 @@ def shuffle_channels(ctx, layer, inputs):
             f"({shape[axis]})"
         )
     full = ctx.one("Shape", [data])
-    before = ctx.one("Slice", [full, _i64(ctx, "zero", [0]), _i64(ctx, "axis", [axis])])
-    after = ctx.one("Slice", [full, _i64(ctx, "next", [axis + 1]), _i64(ctx, "end", [INT64_MAX])])
-    split = ctx.one("Concat", [before, _i64(ctx, "groups", [group, -1]), after], axis=0)
+    before = ctx.one("Slice", [full, int64s(ctx, "zero", [0]), int64s(ctx, "axis", [axis])])
+    after = ctx.one(
+        "Slice", [full, int64s(ctx, "next", [axis + 1]), int64s(ctx, "end", [INT64_MAX])]
+    )
+    split = ctx.one("Concat", [before, int64s(ctx, "groups", [group, -1]), after], axis=0)
     grouped = ctx.one("Reshape", [data, split])
     perm = list(range(rank + 1))
     perm[axis], perm[axis + 1] = perm[axis + 1], perm[axis]
