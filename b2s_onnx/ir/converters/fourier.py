@@ -81,18 +81,20 @@ class _Signal:
         ctx = self.ctx
         re_cos = self._along(self.real, axis, length, count, cos)
         re_sin = self._along(self.real, axis, length, count, sin)
-        if self.imag is None:
-            real, imag = re_cos, ctx.one("Neg", [re_sin]) if not inverse else re_sin
-        else:
-            im_cos = self._along(self.imag, axis, length, count, cos)
-            im_sin = self._along(self.imag, axis, length, count, sin)
-            if inverse:
-                real = ctx.one("Sub", [re_cos, im_sin])
-                imag = ctx.one("Add", [im_cos, re_sin])
-            else:
-                real = ctx.one("Add", [re_cos, im_sin])
-                imag = ctx.one("Sub", [im_cos, re_sin])
-        self.real, self.imag = real, (None if real_only else imag)
+        if self.imag is None:  # a real signal
+            self.real = re_cos
+            if not real_only:
+                self.imag = re_sin if inverse else ctx.one("Neg", [re_sin])
+            return
+        im_sin = self._along(self.imag, axis, length, count, sin)
+        combine = "Sub" if inverse else "Add"
+        real = ctx.one(combine, [re_cos, im_sin])
+        if real_only:
+            self.real, self.imag = real, None
+            return
+        im_cos = self._along(self.imag, axis, length, count, cos)
+        imag = ctx.one("Add" if inverse else "Sub", [im_cos, re_sin])
+        self.real, self.imag = real, imag
 
     def stacked(self, output: str) -> str:
         ctx = self.ctx
@@ -108,25 +110,9 @@ class _Signal:
 
 
 def _split_complex(ctx: ConversionContext, data: str, rank: int) -> _Signal:
-    parts = [
-        ctx.one(
-            "Squeeze",
-            [
-                ctx.one(
-                    "Slice",
-                    [
-                        data,
-                        int64s(ctx, "s", [i]),
-                        int64s(ctx, "e", [i + 1]),
-                        int64s(ctx, "a", [-1]),
-                    ],
-                ),
-                int64s(ctx, "a", [-1]),
-            ],
-        )
-        for i in (0, 1)
-    ]
-    return _Signal(ctx, parts[0], parts[1], rank - 1)
+    """[..., 2] (real, imaginary) as two tensors."""
+    real, imag = (ctx.one("Gather", [data, int64s(ctx, "part", i)], axis=rank - 1) for i in (0, 1))
+    return _Signal(ctx, real, imag, rank - 1)
 
 
 def _axes_and_sizes(
