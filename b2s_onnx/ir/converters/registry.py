@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.schema import Schema, validate
+from b2s_onnx.ir.inexpressible import INEXPRESSIBLE
+from b2s_onnx.ir.openvino_opsets import LATEST, all_versions
 from b2s_onnx.ir.reader import Layer
 
 Converter = Callable[[ConversionContext, Layer, list[str]], None]
@@ -93,11 +95,28 @@ def supported_ops() -> list[tuple[str, str]]:
     return sorted(CONVERTERS, key=lambda k: (k[0], int(k[1].removeprefix("opset") or 0)))
 
 
+def missing_ops() -> dict[str, list[str]]:
+    """Op versions of OpenVINO's opsets 1-16 without a converter: type -> versions."""
+    registered = {(name.lower(), version) for name, version in CONVERTERS}
+    missing: dict[str, list[str]] = {}
+    for name, versions in all_versions().items():
+        absent = [v for v in versions if (name.lower(), v) not in registered]
+        if absent:
+            missing[name] = absent
+    return missing
+
+
+def _numbers(versions: Iterable[str]) -> str:
+    return ", ".join(v.removeprefix("opset") for v in versions)
+
+
 def markdown_table() -> str:
-    """The supported IR layers as Markdown, generated from this registry."""
+    """The supported IR layers as Markdown, generated from this registry, followed by the
+    op types of opsets 1-16 it lacks: those no ONNX graph can compute, with the reason,
+    then any not converted yet."""
     versions: dict[str, list[str]] = {}
     for layer_type, version in supported_ops():
-        versions.setdefault(layer_type, []).append(version.removeprefix("opset"))
+        versions.setdefault(layer_type, []).append(version)
     lines = [
         "# Supported OpenVINO IR layers",
         "",
@@ -109,5 +128,34 @@ def markdown_table() -> str:
         "| layer type | opset versions |",
         "|---|---|",
     ]
-    lines += [f"| {name} | {', '.join(v)} |" for name, v in sorted(versions.items())]
+    lines += [f"| {name} | {_numbers(v)} |" for name, v in sorted(versions.items())]
+    missing = missing_ops()
+    inexpressible = {name: v for name, v in missing.items() if name in INEXPRESSIBLE}
+    lines += [
+        "",
+        "## Not expressible in ONNX",
+        "",
+        f"{len(inexpressible)} op type(s) of OpenVINO opsets 1-{LATEST} that no ONNX graph "
+        "computes; `--keep-unsupported` writes them as custom-domain nodes.",
+        "",
+        "| layer type | opset versions | reason |",
+        "|---|---|---|",
+    ]
+    lines += [
+        f"| {name} | {_numbers(v)} | {INEXPRESSIBLE[name]} |"
+        for name, v in sorted(inexpressible.items())
+    ]
+    pending = {name: v for name, v in missing.items() if name not in INEXPRESSIBLE}
+    lines += ["", "## Not converted yet", ""]
+    if pending:
+        lines += [
+            f"{len(pending)} op type(s) of OpenVINO opsets 1-{LATEST} have no converter for "
+            "these versions yet.",
+            "",
+            "| layer type | opset versions |",
+            "|---|---|",
+        ]
+        lines += [f"| {name} | {_numbers(v)} |" for name, v in sorted(pending.items())]
+    else:
+        lines.append(f"None: every other op type of OpenVINO opsets 1-{LATEST} converts.")
     return "\n".join(lines) + "\n"

@@ -1,0 +1,18 @@
+"""Small constant tensors the tensor-layer converters emit (indices, axes, scalars)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from b2s_onnx.ir.context import ConversionContext
+
+INT64_MAX = int(np.iinfo(np.int64).max)
+
+
+def int64s(ctx: ConversionContext, hint: str, values) -> str:
+    """An int64 constant (a scalar, or a list of axes, starts, shapes...)."""
+    return ctx.const(hint, np.asarray(values, dtype=np.int64))
+
+
+def float32s(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, dtype=np.float32))
