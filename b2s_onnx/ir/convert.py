@@ -26,6 +26,7 @@ from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.arity import check_arity
+from b2s_onnx.ir.port_map import PortMap, build_port_map
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
@@ -49,6 +50,8 @@ class ConversionResult:
     kept_unsupported: list[str] = field(default_factory=list)
     #: The converted graph before lowering (data-movement ops still custom nodes).
     unlowered: onnx.ModelProto | None = None
+    #: Every IR layer output port -> the tensor of ``model`` that carries it (see port_map).
+    ports: PortMap = field(default_factory=PortMap)
 
 
 def _unsupported(order: list[Layer]) -> list[Layer]:
@@ -255,4 +258,6 @@ def convert_ir_model(
         model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
     )
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
-    return ConversionResult(lowered.model, lowered.lowered, kept, model)
+    ports = build_port_map(order, ctx.tensors, ctx.constants)
+    ports.sync(lowered.model)
+    return ConversionResult(lowered.model, lowered.lowered, kept, model, ports)

@@ -1,0 +1,191 @@
+"""How far may one layer's output in onnxruntime stray from OpenVINO's and still be right?
+
+A global atol cannot answer it: a layer's rounding noise scales with its own magnitude, and
+error that entered upstream grows as it flows through the network. So each port is judged
+against its own scale and against how much its inputs already differed:
+
+    tolerance = BASE_REL * scale + EPS_INPUT * eps * input_scale
+              + GROWTH * max(input_rel * scale, input_abs)
+
+where ``scale`` is the largest magnitude OpenVINO produced on that port, ``input_scale``
+the largest magnitude among its inputs (a cancellation such as ``x - x`` leaves noise of
+the inputs' size, not the output's), and ``input_rel`` / ``input_abs`` the largest
+relative / absolute error measured on its inputs. When the inputs were not bit-identical,
+a discontinuous op (a comparison, Floor, TopK) may flip a few elements: up to
+``OUTLIER_FRACTION`` of them may then fall outside.
+
+INT8 layers (FakeQuantize outputs) are judged in quantization steps: an element may move
+by one step plus the steps its input moved, and only ``QUANT_FRACTION`` of elements may
+move at all, plus the fraction of input elements that came within an input step of a
+rounding boundary (the mean input error over the input step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+BASE_REL = 1e-4
+EPS_INPUT = 64.0
+GROWTH = 16.0
+OUTLIER_FRACTION = 0.01
+QUANT_FRACTION = 0.002
+#: Elements compared at a time: bounds the temporaries of huge tensors.
+SLICE = 1 << 22
+
+
+@dataclass(frozen=True)
+class InputError:
+    """What a port's inputs already carried: the growth terms of its tolerance."""
+
+    rel: float = 0.0
+    abs: float = 0.0
+    mean_abs: float = 0.0
+    scale: float = 0.0
+    exact: bool = True
+    #: For a FakeQuantize: the input quantization step.
+    step: float | None = None
+
+
+@dataclass(frozen=True)
+class PortError:
+    passed: bool
+    max_abs_error: float
+    mean_abs_error: float
+    max_rel_error: float
+    scale: float
+    tolerance: float
+    outside: int
+    size: int
+    #: INT8 ports: the largest error in quantization steps.
+    max_steps: float | None = None
+    reason: str = ""
+
+    @property
+    def fraction_outside(self) -> float:
+        return self.outside / self.size if self.size else 0.0
+
+
+def _numeric(array: np.ndarray) -> np.ndarray:
+    if array.dtype == np.bool_:
+        return array.astype(np.int8)
+    if array.dtype.kind == "f" and array.dtype.itemsize < 4:
+        return array.astype(np.float32)
+    return array
+
+
+def _work_dtype(expected: np.ndarray, actual: np.ndarray) -> type:
+    if expected.dtype.kind == "f" and actual.dtype.kind == "f":
+        return np.float64 if np.float64 in (expected.dtype, actual.dtype) else np.float32
+    return np.float64
+
+
+def _abs_diff(e: np.ndarray, a: np.ndarray, dtype: type) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        e, a = e.astype(dtype, copy=False), a.astype(dtype, copy=False)
+        diff = np.abs(e - a)
+        same = (e == a) | (np.isnan(e) & np.isnan(a))
+    diff[same] = 0
+    diff[np.isnan(diff)] = np.inf
+    return diff
+
+
+def scale_of(array: np.ndarray) -> float:
+    """The largest finite magnitude (0 for an empty or non-finite array)."""
+    if array.size == 0:
+        return 0.0
+    flat = _numeric(np.asarray(array)).reshape(-1)
+    best = 0.0
+    for start in range(0, flat.size, SLICE):
+        part = np.abs(flat[start : start + SLICE].astype(np.float64))
+        part = part[np.isfinite(part)]
+        if part.size:
+            best = max(best, float(part.max()))
+    return best
+
+
+def judge(
+    expected: np.ndarray,
+    actual: np.ndarray,
+    inputs: InputError,
+    *,
+    step: float | None = None,
+    base_rel: float = BASE_REL,
+) -> PortError:
+    """Compares one port; ``step`` is its quantization step when it is an INT8 layer,
+    ``base_rel`` its own rounding noise relative to its scale."""
+    expected, actual = np.asarray(expected), np.asarray(actual)
+    if tuple(expected.shape) != tuple(actual.shape):
+        return PortError(
+            False,
+            float("inf"),
+            float("inf"),
+            float("inf"),
+            0.0,
+            0.0,
+            int(expected.size),
+            int(expected.size),
+            reason=f"shape {list(actual.shape)} != expected {list(expected.shape)}",
+        )
+    e_flat = _numeric(expected).reshape(-1)
+    a_flat = _numeric(actual).reshape(-1)
+    dtype = _work_dtype(e_flat, a_flat)
+    scale = scale_of(e_flat)
+    exact_kind = e_flat.dtype.kind in "biu" and a_flat.dtype.kind in "biu"
+    if exact_kind:
+        tolerance = 0.0
+    else:
+        eps = float(np.finfo(np.float32).eps)
+        tolerance = (
+            base_rel * scale
+            + EPS_INPUT * eps * inputs.scale
+            + GROWTH * max(inputs.rel * scale, inputs.abs)
+        )
+    quant_tolerance = None
+    if step is not None and step > 0:
+        carried = inputs.abs / inputs.step if inputs.step else 0.0
+        quant_tolerance = step * (1.0 + GROWTH * carried) + base_rel * scale
+        tolerance = step / 2
+    max_abs = 0.0
+    total = 0.0
+    outside = 0
+    for start in range(0, e_flat.size, SLICE):
+        diff = _abs_diff(e_flat[start : start + SLICE], a_flat[start : start + SLICE], dtype)
+        if diff.size:
+            max_abs = max(max_abs, float(diff.max()))
+            total += float(diff.sum(dtype=np.float64))
+            outside += int((diff > tolerance).sum())
+    size = int(e_flat.size)
+    mean_abs = total / size if size else 0.0
+    max_rel = max_abs / scale if scale > 0 else (0.0 if max_abs == 0 else float("inf"))
+    if quant_tolerance is not None:
+        in_fraction = inputs.mean_abs / inputs.step if inputs.step else 0.0
+        allowed = (QUANT_FRACTION + GROWTH * in_fraction) * size
+        passed = max_abs <= quant_tolerance and outside <= allowed
+        reason = "" if passed else "outside quantization tolerance"
+        return PortError(
+            passed,
+            max_abs,
+            mean_abs,
+            max_rel,
+            scale,
+            quant_tolerance,
+            outside,
+            size,
+            max_steps=max_abs / step,
+            reason=reason,
+        )
+    allowed = 0 if inputs.exact else int(OUTLIER_FRACTION * size)
+    passed = outside <= allowed
+    return PortError(
+        passed,
+        max_abs,
+        mean_abs,
+        max_rel,
+        scale,
+        tolerance,
+        outside,
+        size,
+        reason="" if passed else "outside tolerance",
+    )
