@@ -48,6 +48,8 @@ def _check(model: Path, options: dict):
             reference=options["reference"],
             atol=options["atol"],
             rtol=options["rtol"],
+            per_layer=options.get("per_layer", False),
+            ports=conversion.ports,
             **common,
         )
     from b2s_onnx.parity import check
@@ -58,6 +60,7 @@ def _check(model: Path, options: dict):
         atol=options["atol"],
         rtol=options["rtol"],
         domains=options["domains"],
+        per_layer=options.get("per_layer", False),
         **common,
     )
 

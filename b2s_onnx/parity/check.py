@@ -52,6 +52,8 @@ class CheckResult:
     timings: dict[str, float] = field(default_factory=dict)
     #: What produced the expected outputs: "onnx-reference" or "openvino-cpu".
     reference: str = "onnx-reference"
+    #: With ``per_layer``: the per-layer comparison (b2s_onnx.parity.per_layer).
+    per_layer: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -159,13 +161,15 @@ def check(
     rtol: Tolerance = 0.0,
     domains: Sequence[str] = DEFAULT_DOMAINS,
     opset: int | None = None,
+    per_layer: bool = False,
 ) -> CheckResult:
     """Runs ``model`` (reference) and its lowering (onnxruntime) on the same inputs.
 
     ``lowered`` defaults to ``lower(model)``. Inputs not given are seeded random arrays;
     symbolic dims take ``dim_sizes`` (default: 1, or the block product for a batch that
     feeds a BatchToSpace). Tolerances may be one number or per output name (``"*"`` for
-    the rest); both 0 (the default) means bit-for-bit equality.
+    the rest); both 0 (the default) means bit-for-bit equality. ``per_layer`` also
+    compares each lowered subgraph with its op's reference on the inputs it was fed.
     """
     original = _load(model)
     timings: dict[str, float] = {}
@@ -199,7 +203,7 @@ def check(
     names = [o.name for o in original.graph.output]
     expected = dict(zip(names, expected_list, strict=True))
 
-    return finish_check(
+    result = finish_check(
         lowered_model,
         feeds,
         names,
@@ -210,3 +214,8 @@ def check(
         timings,
         lowered_nodes=lowered_nodes,
     )
+    if per_layer:
+        from b2s_onnx.parity.per_node import compare_nodes
+
+        result.per_layer = compare_nodes(original, lowered_model, feeds, domains).to_dict()
+    return result

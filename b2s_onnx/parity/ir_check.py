@@ -14,6 +14,7 @@ from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.port_map import PortMap
 from b2s_onnx.parity.check import CheckResult, Tolerance, finish_check
 from b2s_onnx.parity.inputs import make_inputs
 from b2s_onnx.parity.reference_ops import reference_ops
@@ -68,13 +69,21 @@ def check_ir(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     atol: Tolerance | None = None,
     rtol: Tolerance | None = None,
+    per_layer: bool = False,
+    ports: PortMap | None = None,
 ) -> CheckResult:
     """Runs ``converted`` in onnxruntime against ``reference`` ("openvino", "onnx", "auto").
 
     Tolerances not given (None, 0 or empty) default to :data:`IR_ATOL` / :data:`IR_RTOL`.
+    ``per_layer`` also compares every layer output against OpenVINO (``ports``: the
+    conversion's port map; default: convert again) and names the first that diverge.
     """
     if reference == "auto":
         reference = "openvino" if openvino_available() else "onnx"
+    if per_layer and reference != "openvino":
+        raise B2SError(
+            "--per-layer compares layers against OpenVINO: it needs --reference openvino"
+        )
     feeds = make_inputs(
         converted, seed=seed, given=inputs, dim_sizes=dim_sizes, input_shapes=input_shapes
     )
@@ -99,7 +108,7 @@ def check_ir(
     else:
         raise B2SError(f"unknown reference '{reference}' (openvino, onnx)")
     timings["reference_s"] = time.perf_counter() - start
-    return finish_check(
+    result = finish_check(
         converted,
         feeds,
         names,
@@ -110,3 +119,16 @@ def check_ir(
         timings,
         reference=label,
     )
+    if per_layer:
+        from b2s_onnx.parity.per_layer import compare_layers
+
+        if ports is None:
+            from b2s_onnx.ir.convert import convert_ir_model
+
+            ports = convert_ir_model(xml_path, bin_path).ports
+        layers = compare_layers(
+            xml_path, converted, ports, feeds, bin_path=bin_path, reference_outputs=expected
+        )
+        result.per_layer = layers.to_dict()
+        timings["per_layer_s"] = layers.seconds
+    return result

@@ -111,4 +111,3 @@ def _ov_feeds(compiled, feeds: Mapping[str, np.ndarray]) -> dict:
             raise B2SError(f"OpenVINO input {sorted(port.get_names())} has no converted input")
         by_port[port] = feeds[match[0]]
     return by_port
-
