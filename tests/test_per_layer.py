@@ -186,18 +186,26 @@ def test_a_correct_conversion_names_no_layer(model):
 
 
 @needs_corpus
-def test_a_small_budget_compares_in_chunks_and_stops_at_the_culprit(monkeypatch):
+@pytest.mark.parametrize("strategy", ["chunked", "bisect"])
+@pytest.mark.parametrize("where", [0.15, 0.6])
+def test_over_budget_strategies_still_name_the_culprit(monkeypatch, strategy, where):
     xml = CORPUS / "squeezenet1.1" / "model.xml"
-    layer = _pick(xml, "Convolution", 0.4)
+    layer = _pick(xml, "Convolution", where)
     break_layer(monkeypatch, layer, flip_sign)
     conversion = convert_ir_model(xml)
     feeds = {"data": np.random.default_rng(0).uniform(0, 255, (1, 3, 227, 227)).astype("f4")}
-    result = compare_layers(xml, conversion.model, conversion.ports, feeds, budget=8 << 20)
-    assert result.strategy == "chunked"
-    assert result.runs > 1
-    assert result.stopped_early
+    result = compare_layers(
+        xml, conversion.model, conversion.ports, feeds, budget=8 << 20, strategy=strategy
+    )
+    assert result.strategy == strategy
     assert result.estimated_bytes > result.budget_bytes
+    assert result.runs > 1
     assert result.culprits == [layer.id]
+    assert result.first[0].layer_id == layer.id
+    if strategy == "chunked":
+        assert result.stopped_early
+    else:  # only samples and the stretch before the first diverging one are compared
+        assert result.compared < len([r for r in conversion.ports if r.status == TENSOR])
 
 
 # -- generated models -------------------------------------------------------------------

@@ -4,6 +4,7 @@ names never wrap into unreadable cells."""
 
 from __future__ import annotations
 
+from rich.console import Console
 from rich.measure import Measurement
 from rich.table import Table
 
@@ -25,7 +26,7 @@ def _error(row: dict) -> str:
 
 
 def per_layer_table(per_layer: dict) -> Table:
-    table = Table(title="first layers outside tolerance", title_justify="left")
+    table = Table()
     for column, justify in (
         ("id", "right"),
         ("layer", "left"),
@@ -81,10 +82,20 @@ def print_per_layer(report: Reporter, per_layer: dict) -> None:
             markup=False,
         )
     if not per_layer["first"]:
+        grown = per_layer.get("largest_own_error")
+        if grown and grown["max_rel_error"] > 0:
+            report.out.print(
+                f"  no layer leaves its own tolerance; the largest error of its own comes from "
+                f"layer {grown['layer_id']} '{grown['name']}' ({grown['type']}): relative "
+                f"{grown['max_rel_error']:.3g} from inputs at {grown['input_rel_error']:.3g}",
+                markup=False,
+            )
         return
+    report.out.print("  first layers outside tolerance:", markup=False)
     table = per_layer_table(per_layer)
     if report.out.is_terminal:
         report.out.print(table)
-    else:
-        width = Measurement.get(report.out, report.out.options, table).maximum
-        report.out.print(table, width=max(width, 40), crop=False)
+        return
+    wide = report.out.options.update_width(1 << 16)
+    width = Measurement.get(report.out, wide, table).maximum
+    Console(file=report.out.file, width=width, highlight=False).print(table)

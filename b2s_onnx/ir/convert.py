@@ -258,6 +258,6 @@ def convert_ir_model(
         model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
     )
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
-    ports = build_port_map(order, ctx.tensors, ctx.constants)
+    ports = build_port_map(ir, order, ctx.tensors, ctx.constants)
     ports.sync(lowered.model)
     return ConversionResult(lowered.model, lowered.lowered, kept, model, ports)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, replace
 
 import onnx
 
+from b2s_onnx.ir.reader import IRModel, Layer
+
 #: The tensor named in ``tensor`` is computed by the ONNX graph at run time.
 TENSOR = "tensor"
 #: Folded at conversion time: ``tensor`` names the initializer (or the constant it was).
@@ -56,8 +58,10 @@ class PortRecord:
 class PortMap:
     """Records in the IR's topological order, looked up by port or by ONNX tensor name."""
 
-    def __init__(self, records: Iterable[PortRecord] = ()) -> None:
+    def __init__(self, records: Iterable[PortRecord] = (), ir: IRModel | None = None) -> None:
         self._records: dict[tuple[str, int], PortRecord] = {r.key: r for r in records}
+        #: The IR the ports belong to (saves a second parse to whoever compares layers).
+        self.ir = ir
 
     def __iter__(self) -> Iterator[PortRecord]:
         return iter(self._records.values())
@@ -120,7 +124,7 @@ class PortMap:
 
 
 def build_port_map(
-    layers: Iterable, tensors: dict[tuple[str, int], str], constants: dict
+    ir: IRModel, layers: Iterable[Layer], tensors: dict[tuple[str, int], str], constants: dict
 ) -> PortMap:
     """The map right after conversion: ``layers`` in topological order, ``tensors`` the
     converter's (layer id, port id) -> name, ``constants`` the names it folded."""
@@ -141,4 +145,4 @@ def build_port_map(
             records.append(
                 PortRecord(layer.id, layer.name, layer.type, layer.version, port.id, tensor, status)
             )
-    return PortMap(records)
+    return PortMap(records, ir)
