@@ -276,6 +276,22 @@ def test_a_broken_converter_is_named_on_a_generated_model(
     _assert_names_exactly(_per_layer(xml, seed=seed), layer)
 
 
+def test_a_real_disagreement_is_traced_to_the_layer_where_it_starts(tmp_path):
+    """OpenVINO's CPU plugin truncates integer division where the spec (and the converter)
+    floors: the final output differs after more layers, and the Divide is named."""
+    x = ops.parameter([1, 4, 6, 6], np.float32, name="x")
+    scaled = ops.convert(ops.multiply(x, ops.constant(np.float32(10.0))), "i32")
+    quotient = ops.divide(scaled, ops.constant(np.int32(4)))
+    scores = ops.softmax(ops.convert(quotient, "f32"), 1)
+    xml = _save(tmp_path, [scores], [x])
+    conversion = convert_ir_model(xml)
+    result = check_ir(xml, conversion.model, per_layer=True, ports=conversion.ports)
+    assert not result.passed
+    (divide,) = [x for x in read_ir_xml(xml).layers.values() if x.type == "Divide"]
+    assert result.per_layer["culprits"] == [divide.id]
+    assert result.per_layer["first"][0]["inputs_agree"] is True
+
+
 def test_int8_layers_are_judged_in_quantization_steps(tmp_path):
     per_layer = _per_layer(_quantized_net(tmp_path))
     (row,) = [r for r in per_layer["layers"] if r["type"] == "FakeQuantize-1"]
