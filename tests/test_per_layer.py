@@ -412,6 +412,11 @@ def test_cli_per_layer_prints_the_culprit_and_writes_it_to_json(tmp_path, monkey
     )
     assert result.exit_code == 1, result.output
     assert f"first culprit: layer {layer.id} '{layer.name}' (Tanh-1)" in result.output
+    # the table row is one line even though output is not a terminal
+    assert any(
+        layer.name in line and "Tanh-1" in line and "agree" in line
+        for line in result.output.splitlines()
+    )
     (record,) = json.loads(report.read_text())["models"]
     assert record["per_layer"]["culprits"] == [layer.id]
     assert {"outputs", "passed", "reference", "timings"} <= set(record)
