@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from onnx import TensorProto, helper
 
 import b2s_onnx
-from b2s_onnx.builders import DEFAULT_DOMAIN
+from b2s_onnx.builders import DEFAULT_DOMAIN, single_op_model
 from b2s_onnx.cli.main import cli as cli_main
 from b2s_onnx.ir.convert import convert_ir_model
 from b2s_onnx.ir.converters.registry import CONVERTERS
@@ -380,6 +380,26 @@ def _negate_output_of(model: onnx.ModelProto, prefix: str) -> onnx.ModelProto:
     last.output[0] = f"{output}_unbroken"
     broken.graph.node.insert(index + 1, helper.make_node("Neg", [last.output[0]], [output]))
     return broken
+
+
+INDEXED = {
+    "BatchToSpace": {"block_shape": [1, 2, 2, 1], "crops_begin": [0, 1, 0, 0],
+                     "crops_end": [0, 0, 1, 0]},
+    "SpaceToBatch": {"block_shape": [1, 2, 2, 1], "pads_begin": [0, 1, 0, 0],
+                     "pads_end": [0, 1, 2, 0]},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("op_type", sorted(INDEXED))
+def test_subgraphs_whose_constant_indices_the_lowering_consumed_are_compared(op_type):
+    model = single_op_model(op_type, [4, 4, 6, 2], index=INDEXED[op_type], node_name="node")
+    lowered = b2s_onnx.lower(model)
+    assert not {t.name for t in lowered.graph.initializer} >= set(INDEXED[op_type])
+    assert b2s_onnx.check(model, per_layer=True).per_layer["diverged"] == 0
+    broken = _negate_output_of(lowered, "node")
+    result = b2s_onnx.check(model, lowered=broken, per_layer=True)
+    assert result.per_layer["compared"] == 1
+    assert result.per_layer["culprits"] == ["node"]
 
 
 def test_lowered_subgraphs_match_their_ops():

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.graph.types import constant_values
 from b2s_onnx.ops import OP_MODULES, NodeRef
 from b2s_onnx.parity.compare import compare
 from b2s_onnx.parity.exposure import exposable, run_exposed
@@ -52,13 +53,15 @@ def compare_nodes(
     start = time.perf_counter()
     nodes = [n for n in original.graph.node if n.domain in domains and n.op_type in OP_MODULES]
     infos = exposable(lowered)
-    initializers = {t.name: t for t in lowered.graph.initializer}
+    # Index inputs a static lowering consumed are gone from the lowered model: the
+    # original's constants hold them.
+    constants = {**constant_values(original), **constant_values(lowered)}
     reports: list[LayerReport] = []
     skipped: list[LayerReport] = []
     planned: list[tuple[onnx.NodeProto, list[str]]] = []
     for node in nodes:
         names = [n for n in (*node.input, node.output[0]) if n]
-        missing = [n for n in names if n not in infos and n not in initializers]
+        missing = [n for n in names if n not in infos and n not in constants]
         if missing:
             skipped.append(
                 _report(node, "not-compared", reason=f"lowered model lacks {missing[0]!r}")
@@ -79,14 +82,11 @@ def compare_nodes(
     for chunk in chunks:
         if not chunk:
             continue
-        wanted = [n for _, names in chunk for n in names if n not in initializers]
+        wanted = [n for _, names in chunk for n in names if n not in constants]
         values = run_exposed(lowered, feeds, wanted, infos)
         runs += 1
         for node, names in chunk:
-            arrays = [
-                values[n] if n in values else onnx.numpy_helper.to_array(initializers[n])
-                for n in names
-            ]
+            arrays = [values[n] if n in values else constants[n] for n in names]
             expected, actual = _reference(node, arrays[:-1]), arrays[-1]
             diff = compare(expected, actual, 0.0, 0.0)
             outside = diff.mismatches if diff.mismatches >= 0 else expected.size
