@@ -57,6 +57,8 @@ def _check(model: Path, options: dict, progress=None):
             reference=options["reference"],
             atol=options["atol"],
             rtol=options["rtol"],
+            per_layer=options.get("per_layer", False),
+            ports=conversion.ports,
             **common,
         )
     from b2s_onnx.parity import check
@@ -68,6 +70,7 @@ def _check(model: Path, options: dict, progress=None):
         rtol=options["rtol"],
         domains=options["domains"],
         reference=options["reference"],
+        per_layer=options.get("per_layer", False),
         **common,
     )
 

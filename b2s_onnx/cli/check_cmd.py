@@ -39,6 +39,7 @@ from b2s_onnx.cli._common import (
 )
 from b2s_onnx.cli._output import Reporter, quiet_option, verbose_option
 from b2s_onnx.cli._paths import writable_file
+from b2s_onnx.cli._per_layer_table import print_per_layer
 from b2s_onnx.errors import B2SError
 from b2s_onnx.lowering import DEFAULT_DOMAINS
 from b2s_onnx.parity import CheckResult
@@ -123,6 +124,8 @@ def _print_outcome(report: Reporter, record: dict) -> None:
                 f"rtol={out['rtol']:g}",
                 markup=False,
             )
+    if record.get("per_layer"):
+        print_per_layer(report, record["per_layer"])
 
 
 @contextlib.contextmanager
@@ -220,6 +223,12 @@ def _summary(records: list[dict]) -> dict:
     help="For an IR: the weights file (default: MODEL with .bin). One MODEL only.",
 )
 @click.option(
+    "--per-layer",
+    is_flag=True,
+    help="Also compare every layer's output (IR: against OpenVINO; ONNX: each lowered "
+    "subgraph against its op) and name the first layers that leave tolerance.",
+)
+@click.option(
     "-j",
     "--jobs",
     type=click.IntRange(1),
@@ -252,6 +261,7 @@ def check_command(
     domains: tuple[str, ...],
     reference: str,
     bin_path: Path | None,
+    per_layer: bool,
     jobs: int,
     json_path: Path | None,
     quiet: bool,
@@ -285,6 +295,7 @@ def check_command(
         "reference": reference,
         "bin": str(bin_path) if bin_path else None,
         "debug": debug,
+        "per_layer": per_layer,
     }
     records: list[dict] = [{} for _ in paths]
     if len(paths) == 1:

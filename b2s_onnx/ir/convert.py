@@ -36,6 +36,7 @@ from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.converters.registry import prepare, registration
 from b2s_onnx.ir.converters.schema import declared_only
 from b2s_onnx.ir.interface import input_type, output_type, symbolic_shape
+from b2s_onnx.ir.port_map import PortMap, build_port_map
 from b2s_onnx.ir.quantization import dequantize_weights, note_layer
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type, raw_bytes
@@ -85,6 +86,8 @@ class ConversionResult:
     #: Layers written in another form than asked for, with the reason (e.g. a FakeQuantize
     #: kept as float arithmetic).
     notes: list[str] = field(default_factory=list)
+    #: Every IR layer output port -> the tensor of ``model`` that carries it (see port_map).
+    ports: PortMap = field(default_factory=PortMap)
 
     @property
     def model(self) -> onnx.ModelProto:
@@ -508,6 +511,12 @@ def convert_ir_model(
     if fuse:
         rewrites.extend(apply_rewrites(lowered.model))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
+    ports = build_port_map(ir, order, ctx.tensors, ctx.constants)
+    # A rewritten tensor is gone, or (atrous fusion) keeps its name for another value: no
+    # longer the layer's output either way.
+    for tensor, into in rewrites.absorbed.items():
+        ports.fuse(tensor, into=into)
+    ports.sync(lowered.model)
     return ConversionResult(
         lowered.model,
         lowered.lowered,
@@ -516,4 +525,5 @@ def convert_ir_model(
         dict(late),
         rewrites=rewrites,
         notes=ctx.notes,
+        ports=ports,
     )

@@ -61,6 +61,8 @@ class CheckResult:
     reference_detail: str = ""
     #: Options that did nothing for this model (e.g. a --dim naming no dimension).
     warnings: list[str] = field(default_factory=list)
+    #: With ``per_layer``: the per-layer comparison (b2s_onnx.parity.per_layer).
+    per_layer: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -193,6 +195,7 @@ def check(
     val_range: Mapping[str, ValueRange] | None = None,
     compare: Tasks = None,
     progress: Callable[[str], None] | None = None,
+    per_layer: bool = False,
 ) -> CheckResult:
     """Runs ``model`` (reference) and its lowering (onnxruntime) on the same inputs.
 
@@ -203,7 +206,8 @@ def check(
     reference evaluator). Tolerances may be one number or per output name (``"*"`` for the
     rest); both 0 (the default) means bit-for-bit equality, which is what a pure
     data-movement lowering must meet under the default reference. ``compare`` ("detections",
-    "topk:K", or per output name) judges outputs at the task level instead.
+    "topk:K", or per output name) judges outputs at the task level instead. ``per_layer``
+    also compares each lowered subgraph with its op's reference on the inputs it was fed.
     """
     step = progress or (lambda _stage: None)
     original = load_onnx(model)
@@ -234,7 +238,7 @@ def check(
     timings["reference_s"] = time.perf_counter() - start
     names = [o.name for o in original.graph.output]
     step("running the lowered model")
-    return finish_check(
+    result = finish_check(
         lowered_model,
         feeds,
         names,
@@ -249,3 +253,8 @@ def check(
         reference_detail=expected.detail,
         warnings=option_warnings(original, dim_sizes, compare),
     )
+    if per_layer:
+        from b2s_onnx.parity.per_node import compare_nodes
+
+        result.per_layer = compare_nodes(original, lowered_model, feeds, domains).to_dict()
+    return result

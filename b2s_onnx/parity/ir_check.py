@@ -13,6 +13,7 @@ import onnx
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.port_map import PortMap
 from b2s_onnx.parity.check import CheckResult, Tasks, Tolerance, finish_check
 from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
 from b2s_onnx.parity.references import run_onnx_reference
@@ -94,15 +95,23 @@ def check_ir(
     val_range: Mapping[str, ValueRange] | None = None,
     compare: Tasks = None,
     progress: Callable[[str], None] | None = None,
+    per_layer: bool = False,
+    ports: PortMap | None = None,
 ) -> CheckResult:
     """Runs ``converted`` in onnxruntime against ``reference`` ("openvino", "onnx", "auto").
 
     Tolerances not given (None, 0 or empty) default to :data:`IR_ATOL` (or
     :data:`IR_QUANTIZED_ATOL` for an IR with FakeQuantize layers) / :data:`IR_RTOL`.
+    ``per_layer`` also compares every layer output against OpenVINO (``ports``: the
+    conversion's port map; default: convert again) and names the first that diverge.
     """
     step = progress or (lambda _stage: None)
     if reference == "auto":
         reference = "openvino" if openvino_available() else "onnx"
+    if per_layer and reference != "openvino":
+        raise B2SError(
+            "--per-layer compares layers against OpenVINO: it needs --reference openvino"
+        )
     feeds = make_inputs(
         converted,
         seed=seed,
@@ -148,7 +157,7 @@ def check_ir(
         )
     timings["reference_s"] = time.perf_counter() - start
     step("running the converted model")
-    return finish_check(
+    result = finish_check(
         converted,
         feeds,
         names,
@@ -162,3 +171,16 @@ def check_ir(
         reference_detail=detail,
         warnings=option_warnings(converted, dim_sizes, compare),
     )
+    if per_layer:
+        from b2s_onnx.parity.per_layer import compare_layers
+
+        if ports is None:
+            from b2s_onnx.ir.convert import convert_ir_model
+
+            ports = convert_ir_model(xml_path, bin_path).ports
+        layers = compare_layers(
+            xml_path, converted, ports, feeds, bin_path=bin_path, reference_outputs=expected
+        )
+        result.per_layer = layers.to_dict()
+        timings["per_layer_s"] = layers.seconds
+    return result
