@@ -32,6 +32,8 @@ class ConvBias:
         if add is None or add.op_type != "Add" or add.domain not in ("", "ai.onnx"):
             return None
         other = add.input[1] if add.input[0] == node.output[0] else add.input[0]
+        if node.op_type == "Conv" and node.input[1] in index.initializers:
+            return None  # onnxruntime folds this Add itself (ConvAddFusion)
         bias = index.constant(other)
         if bias is None:
             return Declined(self.name, node.name, "the added value is computed")

@@ -9,7 +9,7 @@ generated from this registry, so the docs cannot drift from the code.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
@@ -65,7 +65,14 @@ def canonical_type(layer_type: str) -> str:
 
 
 def registration(layer: Layer) -> Registration | None:
-    return REGISTRATIONS.get((canonical_type(layer.type), layer.version))
+    """The layer's converter with its declaration. The callable comes from
+    :data:`CONVERTERS`, the public table (tests swap entries there)."""
+    key = (canonical_type(layer.type), layer.version)
+    found = REGISTRATIONS.get(key)
+    if found is None:
+        return None
+    converter = CONVERTERS.get(key, found.converter)
+    return found if converter is found.converter else replace(found, converter=converter)
 
 
 def find(layer: Layer) -> Converter | None:
