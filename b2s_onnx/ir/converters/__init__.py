@@ -1,6 +1,7 @@
 """Layer converters, one module per op family; importing this package registers them all."""
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
+    activation,
     convolution,
     data_movement,
     detection,
