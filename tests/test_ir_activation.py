@@ -19,7 +19,7 @@ F32 = np.float32
 COVERED_LAYERS = {("HardSigmoid", "opset1")}
 
 
-@pytest.mark.parametrize("alpha, beta", [(0.2, 0.5), (1 / 6, 0.5), (-0.7, 0.1)])
+@pytest.mark.parametrize(("alpha", "beta"), [(0.2, 0.5), (1 / 6, 0.5), (-0.7, 0.1)])
 def test_hard_sigmoid_with_constant_parameters_matches_openvino(tmp_path, alpha, beta):
     def build(x):
         return o1.hard_sigmoid(x, o1.constant(F32(alpha)), o1.constant(F32(beta)))
