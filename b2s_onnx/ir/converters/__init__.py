@@ -7,6 +7,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     detection,
     detection_output,
     elementwise,
+    normalization,
     reduce,
     resize,
     shape_ops,
