@@ -2,6 +2,7 @@
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
     activation,
+    arithmetic,
     color,
     convolution,
     data_movement,
