@@ -25,7 +25,7 @@ COVERED_LAYERS = {("ConvertPromoteTypes", "opset14")}
         (np.float32, np.float32, {}),
         (np.uint8, np.int8, {"promote_unsafe": True}),
         (np.bool_, np.int32, {}),
-        (np.int64, np.float64, {"promote_unsafe": True}),
+        (np.int64, np.float32, {"promote_unsafe": True}),
         (np.uint64, np.int32, {"promote_unsafe": True, "u64_integer_promotion_target": "i64"}),
         (np.int8, np.int64, {"pytorch_scalar_promotion": True}),
     ],
