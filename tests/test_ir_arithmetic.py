@@ -10,11 +10,12 @@ from b2s_onnx.errors import B2SError
 from tests.test_ir_ops import assert_close, run_both
 
 ov = pytest.importorskip("openvino")
+import openvino.opset13 as o13  # noqa: E402
 import openvino.opset14 as o14  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
-COVERED_LAYERS = {("ConvertPromoteTypes", "opset14")}
+COVERED_LAYERS = {("ConvertPromoteTypes", "opset14"), ("FakeConvert", "opset13")}
 
 
 @pytest.mark.parametrize(
@@ -53,4 +54,39 @@ def test_convert_promote_types_refuses_an_unknown_u64_target(tmp_path):
         text.replace('u64_integer_promotion_target="f32"', 'u64_integer_promotion_target="f99"')
     )
     with pytest.raises(B2SError, match="u64_integer_promotion_target"):
+        b2s_onnx.convert_ir(xml)
+
+
+def _wide_range_values(shape, seed):
+    """Magnitudes from 1e-6 to beyond each format's largest value, both signs, and zero."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(shape) * np.exp(rng.uniform(-14, 12, shape))
+    values.reshape(-1)[:3] = [0.0, 448.0, -57344.0]
+    return values.astype(np.float32)
+
+
+@pytest.mark.parametrize("destination", ["f8e4m3", "f8e5m2"])
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("with_shift", [False, True])
+def test_fake_convert_matches_openvino(tmp_path, destination, per_channel, with_shift):
+    shape = [2, 3, 20, 20]
+    factor_shape = [3, 1, 1] if per_channel else []
+    rng = np.random.default_rng(7)
+    scale = o13.constant(rng.uniform(0.5, 4.0, factor_shape).astype(np.float32))
+    shift = o13.constant(rng.uniform(-1, 1, factor_shape).astype(np.float32))
+
+    def build(x):
+        return o13.fake_convert(x, scale, shift if with_shift else None, destination)
+
+    pairs, _ = run_both(tmp_path, build, [shape], feeds={"in0": _wide_range_values(shape, 3)})
+    assert_close(pairs, atol=0, rtol=1e-6)
+
+
+def test_fake_convert_refuses_an_unknown_destination_type(tmp_path):
+    x = o13.parameter([2], np.float32, name="x")
+    layer = o13.fake_convert(x, o13.constant(np.float32(1)), None, "f8e5m2")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
+    xml.write_text(xml.read_text().replace('"f8e5m2"', '"f8e3m4"'))
+    with pytest.raises(B2SError, match="destination_type"):
         b2s_onnx.convert_ir(xml)
