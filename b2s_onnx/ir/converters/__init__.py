@@ -17,8 +17,8 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
 
 # isort: split
 # Imported after the modules above: these replace their registrations of the same layers
-# (Pad from shape_ops, MaxPool and AvgPool from convolution).
-from b2s_onnx.ir.converters import padding, pooling  # noqa: F401
+# (Pad from shape_ops, MaxPool and AvgPool from convolution, TopK from reduce).
+from b2s_onnx.ir.converters import padding, pooling, topk  # noqa: F401
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
 
 __all__ = ["CONVERTERS", "find", "supported_ops"]
