@@ -2,7 +2,6 @@
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
     activation,
-    arithmetic,
     color,
     convolution,
     data_movement,
@@ -17,8 +16,9 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
 
 # isort: split
 # Imported after the modules above: these replace their registrations of the same layers
-# (Pad from shape_ops, MaxPool and AvgPool from convolution, TopK from reduce).
-from b2s_onnx.ir.converters import padding, pooling, topk  # noqa: F401
+# (Convert and ConvertLike from elementwise, Pad from shape_ops, MaxPool and AvgPool from
+# convolution, TopK from reduce).
+from b2s_onnx.ir.converters import conversion, padding, pooling, topk  # noqa: F401
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
 
 __all__ = ["CONVERTERS", "find", "supported_ops"]

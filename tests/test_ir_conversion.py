@@ -1,4 +1,5 @@
-"""Operand type promotion (ConvertPromoteTypes) against OpenVINO's CPU plugin."""
+"""Element-type conversions (Convert, ConvertLike, ConvertPromoteTypes, FakeConvert) against
+OpenVINO's CPU plugin."""
 
 from __future__ import annotations
 
@@ -15,7 +16,81 @@ import openvino.opset14 as o14  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
-COVERED_LAYERS = {("ConvertPromoteTypes", "opset14"), ("FakeConvert", "opset13")}
+COVERED_LAYERS = {
+    ("Convert", "opset1"),
+    ("ConvertLike", "opset1"),
+    ("ConvertPromoteTypes", "opset14"),
+    ("FakeConvert", "opset13"),
+}
+#: Halves, truncation both ways, wrap-around, and the non-finite values.
+AWKWARD = np.asarray(
+    [
+        -300.7,
+        -129.5,
+        -2.5,
+        -1.5,
+        -0.7,
+        -0.5,
+        0.0,
+        0.5,
+        0.7,
+        1.5,
+        2.5,
+        127.5,
+        200.6,
+        255.5,
+        256.7,
+        70000.2,
+        np.nan,
+        np.inf,
+        -np.inf,
+    ],
+    np.float32,
+)
+FINITE_INT_TARGETS = ["i32", "i16", "i8", "u8", "u16"]
+
+
+@pytest.mark.parametrize("target", [*FINITE_INT_TARGETS, "boolean", "f32"])
+def test_convert_from_float_matches_openvino(tmp_path, target):
+    values = AWKWARD if target in ("boolean", "f32") else AWKWARD[np.isfinite(AWKWARD)]
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x: o14.convert(x, target),
+        [[values.size]],
+        feeds={"in0": values},
+    )
+    assert_close(pairs, exact=True)
+    assert pairs[0][0].dtype == pairs[0][1].dtype
+
+
+@pytest.mark.parametrize("source", [np.int32, np.uint8, np.int64, np.bool_])
+@pytest.mark.parametrize("target", ["f32", "boolean", "i8"])
+def test_convert_from_integers_and_booleans_matches_openvino(tmp_path, source, target):
+    pairs, _ = run_both(tmp_path, lambda x: o14.convert(x, target), [[4, 5]], [source])
+    assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("like", [np.bool_, np.int32, np.uint8])
+def test_convert_like_matches_openvino(tmp_path, like):
+    values = AWKWARD[np.isfinite(AWKWARD)] if like != np.bool_ else AWKWARD
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x, y: o14.convert_like(x, y),
+        [[values.size], [2]],
+        [np.float32, like],
+        feeds={"in0": values, "in1": np.zeros(2, like)},
+    )
+    assert_close(pairs, exact=True)
+
+
+def test_convert_refuses_an_unknown_destination_type(tmp_path):
+    x = o14.parameter([2], np.float32, name="x")
+    layer = o14.convert(x, "i32")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
+    xml.write_text(xml.read_text().replace('destination_type="i32"', 'destination_type="q7"'))
+    with pytest.raises(B2SError, match="destination_type"):
+        b2s_onnx.convert_ir(xml)
 
 
 @pytest.mark.parametrize(

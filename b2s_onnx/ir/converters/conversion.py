@@ -1,4 +1,10 @@
-"""Element-type conversions: ConvertPromoteTypes, and FakeConvert's float8 emulation."""
+"""Element-type conversions: Convert, ConvertLike, ConvertPromoteTypes, and FakeConvert's
+float8 emulation.
+
+ONNX's Cast does what OpenVINO's CPU plugin does (floats to integers truncate toward zero,
+then wrap) except from float to boolean: NaN converts to false in OpenVINO, to true in
+ONNX, so that conversion is |x| > 0.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,34 @@ import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import NUMPY_OF_ONNX
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, ElementType
+from b2s_onnx.ir.weights import onnx_type
+
+FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
+
+
+def cast(ctx, tensor: str, target: int, output: str) -> None:
+    """``tensor`` converted to ``target`` as OpenVINO converts (see the module doc)."""
+    source = ctx.type_of(tensor)
+    if source == target:
+        ctx.one("Identity", [tensor], output)
+    elif target == TensorProto.BOOL and source in FLOATS:
+        zero = ctx.const("zero", np.asarray(0, NUMPY_OF_ONNX.get(source, np.float32)))
+        ctx.one("Greater", [ctx.one("Abs", [tensor]), zero], output)
+    else:
+        ctx.one("Cast", [tensor], output, to=target)
+
+
+@converts("Convert", (1,), inputs=(1, 1), attrs={"destination_type": ElementType(required=True)})
+def convert(ctx, layer, inputs):
+    cast(ctx, inputs[0], onnx_type(layer.attrs["destination_type"]), ctx.out(layer))
+
+
+@converts("ConvertLike", (1,), inputs=(2, 2), attrs={})
+def convert_like(ctx, layer, inputs):
+    cast(ctx, inputs[0], ctx.type_of(inputs[1]), ctx.out(layer))
 
 
 @converts(
@@ -30,11 +62,7 @@ def convert_promote_types(ctx, layer, inputs):
         raise B2SError(f"{layer.where()}: both output ports must declare their element type")
     for index, tensor in enumerate(inputs):
         output = ctx.out(layer, index)
-        target = ctx.types[output]
-        if ctx.type_of(tensor) == target:
-            ctx.one("Identity", [tensor], output)
-        else:
-            ctx.one("Cast", [tensor], output, to=target)
+        cast(ctx, tensor, ctx.types[output], output)
 
 
 @dataclass(frozen=True)
