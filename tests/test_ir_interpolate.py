@@ -1,4 +1,4 @@
-"""Interpolate-4/11 in every mode, coordinate transformation, nearest mode and with pads,
+"""Interpolate-1/4/11 in every mode, coordinate transformation, nearest mode and with pads,
 against OpenVINO's CPU plugin."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import openvino.opset11 as o11  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
-COVERED_LAYERS = {("Interpolate", "opset4"), ("Interpolate", "opset11")}
+COVERED_LAYERS = {("Interpolate", "opset1"), ("Interpolate", "opset4"), ("Interpolate", "opset11")}
 COORDINATES = [
     "half_pixel",
     "pytorch_half_pixel",
@@ -146,3 +146,37 @@ def test_interpolate_refuses_an_unknown_nearest_mode(tmp_path):
     xml.write_text(xml.read_text().replace('nearest_mode="floor"', 'nearest_mode="sideways"'))
     with pytest.raises(B2SError, match="nearest_mode"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize(
+    ("mode", "axes", "align_corners"),
+    [
+        ("nearest", [2, 3], False),
+        ("nearest", [3], True),
+        ("linear", [2, 3], False),
+        ("linear", [1, 3], False),
+        ("linear", [2, 3], True),
+        ("cubic", [2, 3], False),
+    ],
+)
+def test_interpolate_1_with_pads_matches_openvino(tmp_path, sizes, mode, axes, align_corners):
+    target = [sizes[0] + 1, sizes[1]] if axes == [1, 3] else sizes[-len(axes) :]
+
+    def build(x):
+        # OpenVINO's shape inference and CPU plugin disagree on where Interpolate-1 pads other
+        # axes go: pads only where both agree (the last two axes).
+        pads_begin, pads_end = [0] * 4, [0] * 4
+        if axes == [2, 3]:
+            pads_begin[3], pads_end[2] = 1, 2
+        attrs = {
+            "axes": axes,
+            "mode": mode,
+            "align_corners": align_corners,
+            "pads_begin": pads_begin,
+            "pads_end": pads_end,
+        }
+        return o1.interpolate(x, i64(target), attrs)
+
+    pairs, _ = run_both(tmp_path, build, [SHAPE])
+    assert_close(pairs, atol=1e-5)

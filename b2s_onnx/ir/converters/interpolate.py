@@ -1,5 +1,9 @@
 """Interpolate-1/4/11: every mode, coordinate transformation, nearest mode, and pads.
 
+Interpolate-1 is read as OpenVINO upgrades it to Interpolate-4: align_corners selects the
+'align_corners' coordinates; otherwise linear resizing of anything but the last two axes
+of a 4-D input uses 'half_pixel', all else 'asymmetric'; nearest rounds the 'simple' way.
+
 Measured against OpenVINO's CPU plugin: 'linear' and 'linear_onnx' are ONNX's linear Resize
 and 'cubic' its cubic Resize (OpenVINO's CPU plugin ignores ``antialias`` for all three);
 the pillow modes are ONNX's antialiased Resize (half-pixel centres, samples outside the
@@ -42,6 +46,13 @@ _INTERPOLATE_4 = {
     "cube_coeff": Float(default=-0.75),
     **_PADS,
 }
+_INTERPOLATE_1 = {
+    "axes": Ints(required=True, unique=True),
+    "mode": Choice(allowed=("nearest", "linear", "cubic", "area"), required=True),
+    "align_corners": Bool(default=False),
+    "antialias": Bool(default=False),
+    **_PADS,
+}
 _INTERPOLATE_11 = {
     **_INTERPOLATE_4,
     "mode": Choice(allowed=(*_MODES_4, "bilinear_pillow", "bicubic_pillow"), required=True),
@@ -54,9 +65,8 @@ def _i64(ctx: ConversionContext, hint: str, values) -> str:
 
 def _padded(ctx: ConversionContext, layer: Layer, data: str, rank: int):
     """``data`` with OpenVINO's zero pads applied, and its shape (None where unknown)."""
-    begins = list(layer.attrs["pads_begin"]) + [0] * rank
-    ends = list(layer.attrs["pads_end"]) + [0] * rank
-    begins, ends = begins[:rank], ends[:rank]
+    begins = (list(layer.attrs["pads_begin"]) + [0] * rank)[:rank]
+    ends = (list(layer.attrs["pads_end"]) + [0] * rank)[:rank]
     if any(v < 0 for v in begins + ends):
         raise B2SError(f"{layer.where()}: attributes pads_begin/pads_end must not be negative")
     shape = ctx.shape(data) or (None,) * rank
@@ -136,15 +146,39 @@ def _static_sizes_and_scales(ctx, layer, shape, axes, sizes_in, scales_in, calcu
     return sizes, scales
 
 
-def _resize(ctx, layer, data, axes, operands, **attrs):
-    """ONNX Resize on ``axes`` (the attribute needs opset 18; before, full-rank operands)."""
+def _resize(ctx, layer, data, rank, axes, operands, **attrs):
+    """ONNX Resize on ``axes`` (the attribute needs opset 18). onnxruntime's linear Resize
+    of a 4-D or 5-D tensor takes only some axis combinations, so linear resizing that
+    touches the leading axes runs as one Resize per axis (linear interpolation is
+    separable; only float rounding differs)."""
     if ctx.opset < 18:
         raise B2SError(f"{layer.where()}: Interpolate needs target opset >= 18 (Resize axes)")
-    ctx.one("Resize", [data, "", *operands], ctx.out(layer), axes=axes, **attrs)
+    leading = rank >= 4 and any(axis < rank - 2 for axis in axes)
+    if not leading or len(axes) == 1 or attrs["mode"] == "nearest":
+        ctx.one("Resize", [data, "", *operands], ctx.out(layer), axes=axes, **attrs)
+        return
+    if attrs["mode"] != "linear" or attrs.get("antialias"):
+        raise B2SError(
+            f"{layer.where()}: {attrs['mode']} resizing of axes {axes} of a rank-{rank} "
+            "input is not supported by onnxruntime"
+        )
+    current = data
+    for position, axis in enumerate(axes):
+        picked = [
+            ctx.one("Slice", [t, _i64(ctx, "at", [position]), _i64(ctx, "to", [position + 1])])
+            if t
+            else t
+            for t in operands
+        ]
+        last = position == len(axes) - 1
+        current = ctx.one(
+            "Resize", [current, "", *picked], ctx.out(layer) if last else None, axes=[axis], **attrs
+        )
 
 
-def _convert(ctx, layer, data, axes, sizes_in, scales_in):
-    values = layer.attrs
+def _convert(ctx, layer, data, axes, sizes_in, scales_in, settings=None):
+    """``settings`` overrides the layer's attributes (for Interpolate-1's upgrade)."""
+    values = {**layer.attrs, **(settings or {})}
     rank = ctx.rank(layer, data)
     padded, shape = _padded(ctx, layer, data, rank)
     calculation = values["shape_calculation_mode"]
@@ -197,7 +231,7 @@ def _convert(ctx, layer, data, axes, sizes_in, scales_in):
         }
         if mode == "bicubic_pillow":
             attrs["cubic_coeff_a"] = -0.5
-    _resize(ctx, layer, padded, axes, operands, **attrs)
+    _resize(ctx, layer, padded, rank, axes, operands, **attrs)
 
 
 def _axes(ctx: ConversionContext, layer: Layer, tensor: str | None, rank: int) -> list[int]:
@@ -207,6 +241,31 @@ def _axes(ctx: ConversionContext, layer: Layer, tensor: str | None, rank: int) -
     if any(not -rank <= a < rank for a in values):
         raise B2SError(f"{layer.where()}: axes {values} out of range for rank {rank}")
     return [a % rank for a in values]
+
+
+@converts("Interpolate", (1,), inputs=(2, 2), attrs=_INTERPOLATE_1)
+def interpolate_1(ctx, layer, inputs):
+    rank = ctx.rank(layer, inputs[0])
+    axes = layer.attrs["axes"]
+    if any(not 0 <= a < rank for a in axes):
+        raise B2SError(f"{layer.where()}: attribute axes={axes} out of range for rank {rank}")
+    mode = layer.attrs["mode"]
+    if mode == "area":
+        raise B2SError(f"{layer.where()}: attribute mode='area' is not supported")
+    if layer.attrs["align_corners"]:
+        coordinates = "align_corners"
+    elif mode == "linear" and not (rank == 4 and sorted(axes) == [2, 3]):
+        coordinates = "half_pixel"
+    else:
+        coordinates = "asymmetric"
+    settings = {
+        "mode": "linear_onnx" if mode == "linear" else mode,
+        "shape_calculation_mode": "sizes",
+        "coordinate_transformation_mode": coordinates,
+        "nearest_mode": "simple",
+        "cube_coeff": -0.75,
+    }
+    _convert(ctx, layer, inputs[0], axes, inputs[1], None, settings)
 
 
 @converts("Interpolate", (4,), inputs=(3, 4), attrs=_INTERPOLATE_4)
