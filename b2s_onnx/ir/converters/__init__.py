@@ -16,9 +16,16 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
 
 # isort: split
 # Imported after the modules above: these replace their registrations of the same layers
-# (Convert and ConvertLike from elementwise, Interpolate from resize, Pad from
+# (Convert, ConvertLike and Round from elementwise, Interpolate from resize, Pad from
 # shape_ops, MaxPool and AvgPool from convolution, TopK from reduce).
-from b2s_onnx.ir.converters import conversion, interpolate, padding, pooling, topk  # noqa: F401
+from b2s_onnx.ir.converters import (  # noqa: F401
+    arithmetic,
+    conversion,
+    interpolate,
+    padding,
+    pooling,
+    topk,
+)
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
 
 __all__ = ["CONVERTERS", "find", "supported_ops"]
