@@ -1,5 +1,5 @@
-"""MaxPool-1/8/14 (values and indices) and AvgPool-1/14 in every rounding type, against
-OpenVINO's CPU plugin."""
+"""MaxPool-1/8/14 (values and indices) and AvgPool-1/14 in every rounding type, and the
+adaptive pools, against OpenVINO's CPU plugin."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import pytest
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
+from b2s_onnx.parity.runtime import run_onnxruntime
 from tests.test_ir_ops import assert_close, run_both
 
 ov = pytest.importorskip("openvino")
@@ -23,6 +24,8 @@ COVERED_LAYERS = {
     ("MaxPool", "opset14"),
     ("AvgPool", "opset1"),
     ("AvgPool", "opset14"),
+    ("AdaptiveAvgPool", "opset8"),
+    ("AdaptiveMaxPool", "opset8"),
 }
 #: (input shape, kernel, strides, pads_begin, pads_end): the last windows of the first two
 #: start in the end padding under plain 'ceil'.
@@ -108,4 +111,46 @@ def test_max_pool_refuses_a_kernel_of_the_wrong_length(tmp_path):
     ov.save_model(ov.Model(list(layer.outputs()), [x]), xml)
     xml.write_text(xml.read_text().replace('kernel="2, 2"', 'kernel="2"'))
     with pytest.raises(B2SError, match="kernel"):
+        b2s_onnx.convert_ir(xml)
+
+
+ADAPTIVE = [
+    ([1, 2, 7], [3]),
+    ([2, 3, 9, 7], [4, 3]),
+    ([1, 2, 8, 6], [4, 6]),
+    ([1, 1, 5, 4, 6], [2, 3, 4]),
+]
+
+
+@pytest.mark.parametrize(("shape", "out"), ADAPTIVE, ids=lambda v: "x".join(map(str, v)))
+def test_adaptive_avg_pool_matches_openvino(tmp_path, shape, out):
+    sizes = o1.constant(np.asarray(out, np.int64))
+    pairs, _ = run_both(tmp_path, lambda x: o8.adaptive_avg_pool(x, sizes), [shape])
+    assert_close(pairs, atol=1e-6)
+
+
+@pytest.mark.parametrize(("shape", "out"), ADAPTIVE, ids=lambda v: "x".join(map(str, v)))
+def test_adaptive_max_pool_values_and_indices_match_openvino(tmp_path, shape, out):
+    """OpenVINO's CPU plugin computes i32 indices only; i64 must give the same numbers."""
+    sizes = o1.constant(np.asarray(out, np.int32))
+    pairs, _ = run_both(
+        tmp_path, lambda x: list(o8.adaptive_max_pool(x, sizes, "i32").outputs()), [shape]
+    )
+    assert_close(pairs, exact=True)
+    x = o1.parameter(shape, np.float32, name="in0")
+    xml = tmp_path / "i64.xml"
+    ov.save_model(ov.Model(list(o8.adaptive_max_pool(x, sizes, "i64").outputs()), [x]), xml)
+    feeds = {"in0": np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
+    _, indices = run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()
+    assert indices.dtype == np.int64
+    np.testing.assert_array_equal(indices, pairs[1][1])
+
+
+def test_adaptive_max_pool_refuses_an_unknown_index_type(tmp_path):
+    x = o1.parameter([1, 1, 4, 4], np.float32, name="x")
+    layer = o8.adaptive_max_pool(x, o1.constant(np.asarray([2, 2], np.int64)), "i32")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model(list(layer.outputs()), [x]), xml)
+    xml.write_text(xml.read_text().replace('index_element_type="i32"', 'index_element_type="u8"'))
+    with pytest.raises(B2SError, match="index_element_type"):
         b2s_onnx.convert_ir(xml)

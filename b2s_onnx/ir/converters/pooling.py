@@ -228,3 +228,93 @@ def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, att
         pads[spatial + axis] = max(0, (count - 1) * stride + size - shape[axis + 2] - begin)
     attrs["pads"] = pads
     attrs.pop("ceil_mode", None)
+
+
+def _adaptive_geometry(ctx: ConversionContext, layer: Layer, data: str, sizes: str):
+    """(spatial input dims, output dims): the bins of output i on an axis of length n are
+    [floor(i * n / m), ceil((i + 1) * n / m)), so both must be known here."""
+    rank = ctx.rank(layer, data)
+    if not 3 <= rank <= 5:
+        raise B2SError(f"{layer.where()}: input 'data' must have rank 3, 4 or 5, got {rank}")
+    shape = ctx.shape(data)
+    dims = list(shape[2:])
+    if any(d is None for d in dims):
+        raise B2SError(f"{layer.where()}: adaptive pooling needs static spatial dims, got {dims}")
+    outs = [int(v) for v in ctx.require_value(layer, sizes, "output_shape").reshape(-1)]
+    if len(outs) != rank - 2 or any(v < 1 for v in outs):
+        raise B2SError(f"{layer.where()}: output_shape {outs} needs {rank - 2} positive value(s)")
+    return dims, outs
+
+
+def _bins(length: int, count: int) -> list[tuple[int, int]]:
+    return [(i * length // count, -(-(i + 1) * length // count)) for i in range(count)]
+
+
+def _slice(ctx: ConversionContext, tensor: str, axis: int, start: int, stop: int) -> str:
+    return ctx.one(
+        "Slice",
+        [tensor, _i64(ctx, "start", [start]), _i64(ctx, "stop", [stop]), _i64(ctx, "axis", [axis])],
+    )
+
+
+@converts("AdaptiveAvgPool", (8,), inputs=(2, 2), attrs={})
+def adaptive_avg_pool(ctx, layer, inputs):
+    """Box means are separable: the mean over each axis's bins in turn."""
+    data = inputs[0]
+    dims, outs = _adaptive_geometry(ctx, layer, data, inputs[1])
+    current = data
+    for offset, (length, count) in enumerate(zip(dims, outs, strict=True)):
+        axis = offset + 2
+        if length == count:
+            continue
+        if length % count == 0:
+            kernel = [1] * len(dims)
+            kernel[offset] = length // count
+            current = ctx.one("AveragePool", [current], kernel_shape=kernel, strides=kernel)
+            continue
+        parts = [
+            ctx.reduce("ReduceMean", _slice(ctx, current, axis, start, stop), [axis], True)
+            for start, stop in _bins(length, count)
+        ]
+        current = ctx.one("Concat", parts, axis=axis) if len(parts) > 1 else parts[0]
+    ctx.one("Identity", [current], ctx.out(layer))
+
+
+@converts(
+    "AdaptiveMaxPool",
+    (8,),
+    inputs=(2, 2),
+    attrs={"index_element_type": ElementType(allowed=("i32", "i64"), default="i64")},
+)
+def adaptive_max_pool(ctx, layer, inputs):
+    """Box maxima axis by axis, last axis first, carrying each maximum's index flattened over
+    the spatial axes already reduced; ArgMax takes the first of equal values, so the index is
+    the first maximum in row-major order."""
+    data = inputs[0]
+    dims, outs = _adaptive_geometry(ctx, layer, data, inputs[1])
+    values, flat = data, None
+    stride = 1
+    for offset in reversed(range(len(dims))):
+        axis, length = offset + 2, dims[offset]
+        value_parts, index_parts = [], []
+        for start, stop in _bins(length, outs[offset]):
+            window = _slice(ctx, values, axis, start, stop)
+            best = ctx.one("ArgMax", [window], axis=axis, keepdims=1)
+            value_parts.append(ctx.reduce("ReduceMax", window, [axis], True))
+            position = ctx.one("Add", [best, _i64(ctx, "start", start)])
+            index = ctx.one("Mul", [position, _i64(ctx, "stride", stride)])
+            if flat is not None:
+                inner = ctx.one(
+                    "GatherElements", [_slice(ctx, flat, axis, start, stop), best], axis=axis
+                )
+                index = ctx.one("Add", [index, inner])
+            index_parts.append(index)
+        values = ctx.one("Concat", value_parts, axis=axis)
+        flat = ctx.one("Concat", index_parts, axis=axis)
+        stride *= length
+    ctx.one("Identity", [values], ctx.out(layer, 0))
+    if len(layer.outputs) > 1:
+        target = (
+            TensorProto.INT32 if layer.attrs["index_element_type"] == "i32" else TensorProto.INT64
+        )
+        ctx.one("Cast", [flat], ctx.out(layer, 1), to=target)
