@@ -165,3 +165,22 @@ def test_fake_convert_refuses_an_unknown_destination_type(tmp_path):
     xml.write_text(xml.read_text().replace('"f8e5m2"', '"f8e3m4"'))
     with pytest.raises(B2SError, match="destination_type"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize(("element", "low", "high"), [("u4", 0, 16), ("i4", -8, 8), ("u1", 0, 2)])
+@pytest.mark.parametrize("shape", [[3, 5], [4, 4]])
+def test_sub_byte_weights_decompress_like_openvino(tmp_path, element, low, high, shape):
+    """Compressed weights: packed u4/i4/u1 constants, converted, shifted and scaled."""
+    rng = np.random.default_rng(len(shape) + shape[0])
+    values = rng.integers(low, high, shape)
+    weights = ov.op.Constant(ov.Type(element), ov.Shape(shape), values.reshape(-1).tolist())
+    scale = o14.constant(rng.uniform(0.1, 1.0, [shape[0], 1]).astype(np.float32))
+
+    def build(x):
+        decompressed = o14.multiply(
+            o14.subtract(o14.convert(weights, "f32"), o14.constant(np.float32(high // 2))), scale
+        )
+        return o14.matmul(x, decompressed, False, True)
+
+    pairs, _ = run_both(tmp_path, build, [[2, shape[1]]])
+    assert_close(pairs, atol=1e-5)
