@@ -154,3 +154,16 @@ def test_adaptive_max_pool_refuses_an_unknown_index_type(tmp_path):
     xml.write_text(xml.read_text().replace('index_element_type="i32"', 'index_element_type="u8"'))
     with pytest.raises(B2SError, match="index_element_type"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("rounding", ["ceil", "ceil_torch"])
+def test_avg_pool_with_unit_strides_and_run_time_spatial_dims(tmp_path, rounding):
+    """No ceil window can run past the end padding with unit strides: dynamic dims convert."""
+    x = o1.parameter([1, 2, -1, -1], np.float32, name="in0")
+    layer = o14.avg_pool(x, [1, 1], [1, 1], [1, 1], [3, 3], False, rounding)
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
+    feeds = {"in0": np.random.default_rng(0).standard_normal([1, 2, 5, 6]).astype(np.float32)}
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-6)

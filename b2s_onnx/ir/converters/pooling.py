@@ -211,9 +211,12 @@ def _avg_pool(ctx: ConversionContext, layer: Layer, data: str) -> None:
 def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, attrs: dict) -> None:
     """Counting padding, OpenVINO divides a ceil-mode window that runs past the end padding
     by the whole kernel size; onnxruntime by the part inside the padding. Floor mode with the
-    end padding stretched to the last ('ceil_torch') window's end makes both the same."""
+    end padding stretched to the last ('ceil_torch') window's end makes both the same. With
+    unit strides no window runs past the end padding, so nothing changes."""
     shape = ctx.shape(data)
     spatial = len(attrs["kernel_shape"])
+    if all(stride == 1 for stride in attrs["strides"]):
+        return
     if shape is None or any(d is None for d in shape[2:]):
         raise B2SError(
             f"{layer.where()}: AvgPool counting padding with a rounding_type of ceil needs "
