@@ -109,12 +109,12 @@ class Weights:
         if offset < 0 or size < 0:
             raise B2SError(f"{where}: negative offset {offset} or size {size}")
         count = int(np.prod(shape, dtype=object))
-        bits = SUB_BYTE_BITS.get(ir_type, 8 * dtype.itemsize)
-        expected = -(-count * bits // 8)
+        bits = SUB_BYTE_BITS.get(ir_type)
+        expected = count * dtype.itemsize if bits is None else -(-count * bits // 8)
         if size != expected:
+            element = f"{dtype.itemsize} bytes" if bits is None else f"{bits} bit(s), packed,"
             raise B2SError(
-                f"{where}: size {size} does not match shape {list(shape)} x "
-                f"{bits} bits = {expected} bytes"
+                f"{where}: size {size} does not match shape {list(shape)} x {element} = {expected}"
             )
         if self._data is None:
             raise B2SError(f"{where}: needs a .bin file")
