@@ -184,3 +184,16 @@ def test_sub_byte_weights_decompress_like_openvino(tmp_path, element, low, high,
 
     pairs, _ = run_both(tmp_path, build, [[2, shape[1]]])
     assert_close(pairs, atol=1e-5)
+
+
+def test_sub_byte_weights_of_the_wrong_size_are_refused(tmp_path):
+    weights = ov.op.Constant(ov.Type("u4"), ov.Shape([7]), [1, 2, 3, 4, 5, 6, 7])
+    x = o14.parameter([7], np.float32, name="x")
+    layer = o14.add(x, o14.convert(weights, "f32"))
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
+    text = xml.read_text()
+    assert 'element_type="u4" shape="7" offset="0" size="4"' in text
+    xml.write_text(text.replace('shape="7" offset="0" size="4"', 'shape="7" offset="0" size="7"'))
+    with pytest.raises(B2SError, match="packed"):
+        b2s_onnx.convert_ir(xml)
