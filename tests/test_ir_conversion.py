@@ -173,7 +173,9 @@ def test_sub_byte_weights_decompress_like_openvino(tmp_path, element, low, high,
     """Compressed weights: packed u4/i4/u1 constants, converted, shifted and scaled."""
     rng = np.random.default_rng(len(shape) + shape[0])
     values = rng.integers(low, high, shape)
-    weights = ov.op.Constant(ov.Type(element), ov.Shape(shape), values.reshape(-1).tolist())
+    weights = ov.op.Constant(
+        getattr(ov.Type, element), ov.Shape(shape), values.reshape(-1).tolist()
+    )
     scale = o14.constant(rng.uniform(0.1, 1.0, [shape[0], 1]).astype(np.float32))
 
     def build(x):
@@ -183,11 +185,12 @@ def test_sub_byte_weights_decompress_like_openvino(tmp_path, element, low, high,
         return o14.matmul(x, decompressed, False, True)
 
     pairs, _ = run_both(tmp_path, build, [[2, shape[1]]])
+    assert f'element_type="{element}"' in (tmp_path / "model.xml").read_text()
     assert_close(pairs, atol=1e-5)
 
 
 def test_sub_byte_weights_of_the_wrong_size_are_refused(tmp_path):
-    weights = ov.op.Constant(ov.Type("u4"), ov.Shape([7]), [1, 2, 3, 4, 5, 6, 7])
+    weights = ov.op.Constant(ov.Type.u4, ov.Shape([7]), [1, 2, 3, 4, 5, 6, 7])
     x = o14.parameter([7], np.float32, name="x")
     layer = o14.add(x, o14.convert(weights, "f32"))
     xml = tmp_path / "model.xml"
