@@ -29,7 +29,13 @@ ELEMENT_TYPES: dict[str, tuple[np.dtype, int]] = {
     "u32": (np.dtype(np.uint32), TensorProto.UINT32),
     "u64": (np.dtype(np.uint64), TensorProto.UINT64),
     "boolean": (np.dtype(np.bool_), TensorProto.BOOL),
+    # Packed in the .bin file (see SUB_BYTE_BITS), one byte per element once read.
+    "u4": (np.dtype(np.uint8), TensorProto.UINT8),
+    "i4": (np.dtype(np.int8), TensorProto.INT8),
+    "u1": (np.dtype(np.uint8), TensorProto.UINT8),
 }
+#: Bits per element of the packed types: u4/i4 low nibble first, u1 most significant bit first.
+SUB_BYTE_BITS = {"u4": 4, "i4": 4, "u1": 1}
 #: v10 port precisions spell types differently.
 PRECISIONS = {
     "FP32": "f32",
@@ -46,6 +52,10 @@ PRECISIONS = {
     "U64": "u64",
     "BOOL": "boolean",
     "BOOLEAN": "boolean",
+    "U4": "u4",
+    "I4": "i4",
+    "U1": "u1",
+    "BIN": "u1",
 }
 
 
@@ -107,11 +117,12 @@ class Weights:
         if offset < 0 or size < 0:
             raise B2SError(f"{where}: negative offset {offset} or size {size}")
         count = int(np.prod(shape, dtype=object))
-        expected = count * dtype.itemsize
+        bits = SUB_BYTE_BITS.get(ir_type)
+        expected = count * dtype.itemsize if bits is None else -(-count * bits // 8)
         if size != expected:
+            element = f"{dtype.itemsize} bytes" if bits is None else f"{bits} bit(s), packed,"
             raise B2SError(
-                f"{where}: size {size} does not match shape {list(shape)} x "
-                f"{dtype.itemsize} bytes = {expected}"
+                f"{where}: size {size} does not match shape {list(shape)} x {element} = {expected}"
             )
         if self._size is None or self.path is None:
             raise B2SError(f"{where}: needs a .bin file")
@@ -123,6 +134,9 @@ class Weights:
         if ir_type == "boolean":
             raw = np.frombuffer(self._map, np.uint8, count=count, offset=offset)
             return raw.astype(np.bool_).reshape(shape)
+        if ir_type in SUB_BYTE_BITS:
+            packed = np.frombuffer(self._map, np.uint8, count=size, offset=offset)
+            return _unpack(packed, ir_type, count).reshape(shape)
         return np.frombuffer(self._map, dtype, count=count, offset=offset).reshape(shape)
 
 
@@ -141,3 +155,14 @@ def raw_bytes(array: np.ndarray) -> bytes:
     ):
         return base
     return np.ascontiguousarray(array).astype(array.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def _unpack(raw: np.ndarray, ir_type: str, count: int) -> np.ndarray:
+    """One byte per element from packed u4/i4 (low nibble first; i4 sign-extended) or u1
+    (most significant bit first)."""
+    if ir_type == "u1":
+        return np.unpackbits(raw, bitorder="big")[:count]
+    nibbles = np.stack([raw & 0x0F, raw >> 4], axis=-1).reshape(-1)[:count]
+    if ir_type == "u4":
+        return nibbles.astype(np.uint8)
+    return ((nibbles.astype(np.int16) ^ 8) - 8).astype(np.int8)

@@ -1,6 +1,8 @@
 """Layer converters, one module per op family; importing this package registers them all."""
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
+    activation,
+    arithmetic,
     attention,
     beam_search,
     bitwise,
@@ -20,17 +22,21 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     fourier,
     generation,
     indexing,
+    interpolate,
     linalg,
+    normalization,
+    padding,
     patches,
+    pooling,
     quantize,
     recurrent,
     reduce,
-    resize,
     scatter,
     search,
     segments,
     sequence,
     shape_ops,
+    topk,
 )
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
 

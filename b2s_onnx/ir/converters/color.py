@@ -1,143 +1,162 @@
-"""Colour conversion of YUV 4:2:0 images (NV12, I420) to RGB or BGR.
+"""YUV 4:2:0 to RGB/BGR conversions (NV12toRGB/BGR, I420toRGB/BGR, version 8).
 
-Chroma planes are half the luma size in both directions: each chroma sample covers a 2x2
-block of pixels (nearest upsampling by Expand, exact). The arithmetic is OpenVINO's
-(BT.601 limited range, f32), clamped to [0, 255] and rounded for integer images.
+The images are NHWC with one channel per plane. NV12 keeps chroma as interleaved UV pairs,
+I420 as a U plane then a V plane; either comes as one tensor (luma rows, then the chroma
+stored as extra rows of the same width) or as separate planes. Every chroma sample covers
+2x2 pixels, and the pixel is the BT.601 formula OpenVINO uses, clamped to [0, 255] and, for
+integer images, rounded half away from zero.
 """
 
 from __future__ import annotations
 
+import numpy as np
 from onnx import TensorProto
 
+from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters._constants import INT64_MAX, float32s, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
 
+#: (luma, U, V) coefficients of each output channel, after luma -= 16 and chroma -= 128.
+_RED = (1.164, 0.0, 1.596)
+_GREEN = (1.164, -0.391, -0.813)
+_BLUE = (1.164, 2.018, 0.0)
 
-def _rows(ctx: ConversionContext, tensor: str, start: str, stop: str) -> str:
-    return ctx.one("Slice", [tensor, start, stop, int64s(ctx, "rows", [1])])
+
+def _f32(ctx: ConversionContext, hint: str, value: float) -> str:
+    return ctx.const(hint, np.asarray(value, np.float32))
+
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.int64))
+
+
+def _image_size(ctx: ConversionContext, layer: Layer, tensor: str) -> tuple[int, int]:
+    """(height, width) of the luma image that a single-tensor input of shape
+    [N, H * 3 / 2, W, 1] holds; they must be static to split the planes."""
+    shape = ctx.shape(tensor)
+    if shape is None or len(shape) != 4 or shape[1] is None or shape[2] is None:
+        raise B2SError(f"{layer.where()}: input 0 needs a static [N, H * 3 / 2, W, 1] shape")
+    rows, width = shape[1], shape[2]
+    if rows % 3 or width % 2:
+        raise B2SError(
+            f"{layer.where()}: input 0 has {rows} rows and width {width}: rows must be 3/2 of "
+            "the image height, the width even"
+        )
+    return rows // 3 * 2, width
+
+
+def _rows(ctx: ConversionContext, tensor: str, start: int, stop: int) -> str:
+    """Entries ``start:stop`` of axis 1 (rows of an image, or of a flattened plane)."""
+    return ctx.one(
+        "Slice",
+        [tensor, _i64(ctx, "start", [start]), _i64(ctx, "stop", [stop]), _i64(ctx, "axis", [1])],
+    )
+
+
+def _channel(ctx: ConversionContext, pairs: str, index: int) -> str:
+    """Channel ``index`` of interleaved UV pairs [N, H / 2, W / 2, 2], kept as [..., 1]."""
+    return ctx.one(
+        "Slice",
+        [
+            pairs,
+            _i64(ctx, "start", [index]),
+            _i64(ctx, "stop", [index + 1]),
+            _i64(ctx, "axis", [3]),
+        ],
+    )
+
+
+def _chroma_plane(ctx: ConversionContext, plane: str, height: int, width: int) -> str:
+    """A flat chroma plane -> [N, H / 2, W / 2, 1]."""
+    return ctx.one("Reshape", [plane, _i64(ctx, "plane", [0, height // 2, width // 2, 1])])
+
+
+def _planes(ctx: ConversionContext, layer: Layer, inputs: list[str], nv12: bool):
+    """(luma [N,H,W,1], U [N,H/2,W/2,1], V [N,H/2,W/2,1]) in the input's element type."""
+    if len(inputs) == 1:
+        height, width = _image_size(ctx, layer, inputs[0])
+        luma = _rows(ctx, inputs[0], 0, height)
+        if nv12:
+            pairs = _rows(ctx, inputs[0], height, height * 3 // 2)
+            pairs = ctx.one("Reshape", [pairs, _i64(ctx, "pairs", [0, height // 2, width // 2, 2])])
+            return luma, _channel(ctx, pairs, 0), _channel(ctx, pairs, 1)
+        chroma = ctx.one(
+            "Reshape", [_rows(ctx, inputs[0], height, height * 3 // 2), _i64(ctx, "flat", [0, -1])]
+        )
+        plane = height * width // 4
+        u = _chroma_plane(ctx, _rows(ctx, chroma, 0, plane), height, width)
+        v = _chroma_plane(ctx, _rows(ctx, chroma, plane, 2 * plane), height, width)
+        return luma, u, v
+    if nv12:
+        luma, pairs = inputs
+        return luma, _channel(ctx, pairs, 0), _channel(ctx, pairs, 1)
+    return tuple(inputs)
 
 
 def _upsampled(ctx: ConversionContext, plane: str) -> str:
-    """[N, h, w] -> [N, 2h, 2w], each sample repeated over a 2x2 block."""
-    shape = ctx.one("Shape", [plane])
-    spread = ctx.one("Unsqueeze", [plane, int64s(ctx, "between", [2, 4])])
-    repeat = ctx.one(
-        "Concat",
-        [
-            ctx.one("Slice", [shape, int64s(ctx, "s", [0]), int64s(ctx, "e", [2])]),
-            int64s(ctx, "two", [2]),
-            ctx.one("Slice", [shape, int64s(ctx, "s2", [2]), int64s(ctx, "e2", [3])]),
-            int64s(ctx, "two", [2]),
-        ],
-        axis=0,
+    """Each chroma sample repeated over its 2x2 pixels."""
+    scales = ctx.const("scales", np.asarray([1, 2, 2, 1], np.float32))
+    return ctx.one(
+        "Resize",
+        [plane, "", scales],
+        mode="nearest",
+        coordinate_transformation_mode="asymmetric",
+        nearest_mode="floor",
     )
-    block = ctx.one("Expand", [spread, repeat])
-    doubled = ctx.one(
-        "Mul",
-        [
-            ctx.one("Slice", [shape, int64s(ctx, "s3", [1]), int64s(ctx, "e3", [3])]),
-            int64s(ctx, "two", [2]),
-        ],
-    )
-    size = ctx.one(
-        "Concat",
-        [ctx.one("Slice", [shape, int64s(ctx, "s4", [0]), int64s(ctx, "e4", [1])]), doubled],
-        axis=0,
-    )
-    return ctx.one("Reshape", [block, size])
 
 
-def _last(ctx: ConversionContext, tensor: str, index: int) -> str:
-    """Channel ``index`` of an [N, h, w, c] tensor as [N, h, w] f32."""
-    picked = ctx.one("Gather", [tensor, int64s(ctx, "channel", index)], axis=3)
-    return ctx.one("Cast", [picked], to=TensorProto.FLOAT)
-
-
-def _planes(
-    ctx: ConversionContext, layer: Layer, inputs: list[str], chroma: str
-) -> tuple[str, str, str]:
-    """(Y, U, V) as [N, H, W], [N, H/2, W/2] f32 planes from one, two or three inputs."""
-    if len(inputs) > 1:
-        luma = _last(ctx, inputs[0], 0)
-        if chroma == "nv12":
-            return luma, _last(ctx, inputs[1], 0), _last(ctx, inputs[1], 1)
-        return luma, _last(ctx, inputs[1], 0), _last(ctx, inputs[2], 0)
-    image = _last(ctx, inputs[0], 0)  # [N, 3H/2, W]
-    shape = ctx.one("Shape", [image])
-    total = ctx.one("Slice", [shape, int64s(ctx, "s", [1]), int64s(ctx, "e", [2])])
-    height = ctx.one(
-        "Div", [ctx.one("Mul", [total, int64s(ctx, "two", [2])]), int64s(ctx, "three", [3])]
+def _convert(ctx: ConversionContext, layer: Layer, inputs: list[str], nv12: bool, rgb: bool):
+    element = ctx.type_of(inputs[0])
+    if element not in (TensorProto.UINT8, TensorProto.FLOAT, TensorProto.FLOAT16):
+        raise B2SError(f"{layer.where()}: the image must be u8, f16 or f32")
+    luma, u, v = _planes(ctx, layer, inputs, nv12)
+    as_float = (
+        (lambda t: t) if element == TensorProto.FLOAT else (lambda t: ctx.one("Cast", [t], to=1))
     )
-    width = ctx.one("Slice", [shape, int64s(ctx, "s2", [2]), int64s(ctx, "e2", [3])])
-    batch = ctx.one("Slice", [shape, int64s(ctx, "s3", [0]), int64s(ctx, "e3", [1])])
-    luma = _rows(ctx, image, int64s(ctx, "zero", [0]), height)
-    rest = _rows(ctx, image, height, int64s(ctx, "end", [INT64_MAX]))
-    half = ctx.one("Div", [height, int64s(ctx, "two", [2])])
-    half_width = ctx.one("Div", [width, int64s(ctx, "two", [2])])
-    if chroma == "nv12":
-        pairs = ctx.one(
-            "Reshape",
-            [rest, ctx.one("Concat", [batch, half, half_width, int64s(ctx, "pair", [2])], axis=0)],
-        )
-        u = ctx.one("Gather", [pairs, int64s(ctx, "u", 0)], axis=3)
-        v = ctx.one("Gather", [pairs, int64s(ctx, "v", 1)], axis=3)
-        return luma, u, v
-    quarter = ctx.one("Concat", [batch, half, half_width], axis=0)
-    flat = ctx.one(
-        "Reshape",
-        [
-            rest,
-            ctx.one("Concat", [batch, int64s(ctx, "two", [2]), int64s(ctx, "rest", [-1])], axis=0),
-        ],
-    )
-    u = ctx.one("Reshape", [ctx.one("Gather", [flat, int64s(ctx, "u", 0)], axis=1), quarter])
-    v = ctx.one("Reshape", [ctx.one("Gather", [flat, int64s(ctx, "v", 1)], axis=1), quarter])
-    return luma, u, v
-
-
-def _convert(ctx, layer, inputs, chroma: str, order: str) -> None:
-    luma, u, v = _planes(ctx, layer, inputs, chroma)
-    c = ctx.one("Sub", [luma, float32s(ctx, "sixteen", 16.0)])
-    d = ctx.one("Sub", [_upsampled(ctx, u), float32s(ctx, "half", 128.0)])
-    e = ctx.one("Sub", [_upsampled(ctx, v), float32s(ctx, "half", 128.0)])
-    scaled = ctx.one("Mul", [c, float32s(ctx, "luma", 1.164)])
-    red = ctx.one("Add", [scaled, ctx.one("Mul", [e, float32s(ctx, "red_v", 1.596)])])
-    green = ctx.one(
-        "Sub",
-        [
-            ctx.one("Sub", [scaled, ctx.one("Mul", [d, float32s(ctx, "green_u", 0.391)])]),
-            ctx.one("Mul", [e, float32s(ctx, "green_v", 0.813)]),
-        ],
-    )
-    blue = ctx.one("Add", [scaled, ctx.one("Mul", [d, float32s(ctx, "blue_u", 2.018)])])
-    channels = [red, green, blue] if order == "rgb" else [blue, green, red]
-    last = int64s(ctx, "last", [-1])
-    image = ctx.one("Concat", [ctx.one("Unsqueeze", [ch, last]) for ch in channels], axis=-1)
-    image = ctx.one("Clip", [image, float32s(ctx, "black", 0.0), float32s(ctx, "white", 255.0)])
-    kind = ctx.type_of(inputs[0])
-    if kind == TensorProto.FLOAT:
-        ctx.one("Identity", [image], ctx.out(layer))
+    c = ctx.one("Sub", [as_float(luma), _f32(ctx, "sixteen", 16.0)])
+    d = ctx.one("Sub", [_upsampled(ctx, as_float(u)), _f32(ctx, "half_range", 128.0)])
+    e = ctx.one("Sub", [_upsampled(ctx, as_float(v)), _f32(ctx, "half_range", 128.0)])
+    channels = []
+    for luma_k, u_k, v_k in (_RED, _GREEN, _BLUE) if rgb else (_BLUE, _GREEN, _RED):
+        value = ctx.one("Mul", [c, _f32(ctx, "k_luma", luma_k)])
+        if u_k:
+            value = ctx.one("Add", [value, ctx.one("Mul", [d, _f32(ctx, "k_u", u_k)])])
+        if v_k:
+            value = ctx.one("Add", [value, ctx.one("Mul", [e, _f32(ctx, "k_v", v_k)])])
+        channels.append(value)
+    pixels = ctx.one("Concat", channels, axis=3)
+    clamped = ctx.one("Clip", [pixels, _f32(ctx, "black", 0.0), _f32(ctx, "white", 255.0)])
+    if element == TensorProto.FLOAT:
+        ctx.one("Identity", [clamped], ctx.out(layer))
         return
-    ctx.one("Cast", [ctx.one("Round", [image])], ctx.out(layer), to=kind)
+    if element == TensorProto.UINT8:
+        clamped = ctx.one("Floor", [ctx.one("Add", [clamped, _f32(ctx, "half", 0.5)])])
+    ctx.one("Cast", [clamped], ctx.out(layer), to=element)
 
 
 @converts("NV12toRGB", (8,), inputs=(1, 2), attrs={})
 def nv12_to_rgb(ctx, layer, inputs):
-    _convert(ctx, layer, inputs, "nv12", "rgb")
+    _convert(ctx, layer, inputs, nv12=True, rgb=True)
 
 
 @converts("NV12toBGR", (8,), inputs=(1, 2), attrs={})
 def nv12_to_bgr(ctx, layer, inputs):
-    _convert(ctx, layer, inputs, "nv12", "bgr")
+    _convert(ctx, layer, inputs, nv12=True, rgb=False)
 
 
 @converts("I420toRGB", (8,), inputs=(1, 3), attrs={})
 def i420_to_rgb(ctx, layer, inputs):
-    _convert(ctx, layer, inputs, "i420", "rgb")
+    _check_plane_count(layer, inputs)
+    _convert(ctx, layer, inputs, nv12=False, rgb=True)
 
 
 @converts("I420toBGR", (8,), inputs=(1, 3), attrs={})
 def i420_to_bgr(ctx, layer, inputs):
-    _convert(ctx, layer, inputs, "i420", "bgr")
+    _check_plane_count(layer, inputs)
+    _convert(ctx, layer, inputs, nv12=False, rgb=False)
+
+
+def _check_plane_count(layer: Layer, inputs: list[str]) -> None:
+    if len(inputs) == 2:
+        raise B2SError(f"{layer.where()}: takes one tensor or three planes (Y, U, V), got 2")

@@ -1,15 +1,47 @@
-"""Layers that pass a tensor through or change only its element type: Identity,
-ConvertPromoteTypes."""
+"""Element-type conversions: Convert, ConvertLike, ConvertPromoteTypes, and FakeConvert's
+float8 emulation.
+
+ONNX's Cast does what OpenVINO's CPU plugin does (floats to integers truncate toward zero,
+then wrap) except from float to boolean: NaN converts to false in OpenVINO, to true in
+ONNX, so that conversion is |x| > 0.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import NUMPY_OF_ONNX
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, ElementType
+from b2s_onnx.ir.weights import onnx_type
+
+FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
 
-@converts("Identity", (16,), inputs=(1, 1), attrs={})
-def identity(ctx, layer, inputs):
-    ctx.one("Identity", inputs, ctx.out(layer))
+def cast(ctx, tensor: str, target: int, output: str) -> None:
+    """``tensor`` converted to ``target`` as OpenVINO converts (see the module doc)."""
+    source = ctx.type_of(tensor)
+    if source == target:
+        ctx.one("Identity", [tensor], output)
+    elif target == TensorProto.BOOL and source in FLOATS:
+        zero = ctx.const("zero", np.asarray(0, NUMPY_OF_ONNX.get(source, np.float32)))
+        ctx.one("Greater", [ctx.one("Abs", [tensor]), zero], output)
+    else:
+        ctx.one("Cast", [tensor], output, to=target)
+
+
+@converts("Convert", (1,), inputs=(1, 1), attrs={"destination_type": ElementType(required=True)})
+def convert(ctx, layer, inputs):
+    cast(ctx, inputs[0], onnx_type(layer.attrs["destination_type"]), ctx.out(layer))
+
+
+@converts("ConvertLike", (1,), inputs=(2, 2), attrs={})
+def convert_like(ctx, layer, inputs):
+    cast(ctx, inputs[0], ctx.type_of(inputs[1]), ctx.out(layer))
 
 
 @converts(
@@ -23,7 +55,31 @@ def identity(ctx, layer, inputs):
     },
 )
 def convert_promote_types(ctx, layer, inputs):
-    """The promoted type is what the IR declares on both outputs (OpenVINO resolved the
-    promotion rules when it wrote the IR): each input is cast to it."""
+    """OpenVINO resolves the common type when it builds the model (its promotion table and
+    the three attributes) and writes it on both output ports, so the conversion is two Casts
+    to the declared types; the attributes are validated, not re-derived."""
+    if any(port.precision is None for port in layer.outputs[:2]) or len(layer.outputs) != 2:
+        raise B2SError(f"{layer.where()}: both output ports must declare their element type")
     for index, tensor in enumerate(inputs):
-        ctx.one("Cast", [tensor], ctx.out(layer, index), to=ctx.type_of(ctx.out(layer, index)))
+        output = ctx.out(layer, index)
+        cast(ctx, tensor, ctx.types[output], output)
+
+
+@dataclass(frozen=True)
+class Float8:
+    """A float8 format: mantissa bits, smallest normal exponent, largest exponent and value."""
+
+    mantissa: int
+    min_exponent: int
+    max_exponent: int
+    largest: float
+
+
+FLOAT8 = {
+    "f8e4m3": Float8(mantissa=3, min_exponent=-6, max_exponent=8, largest=448.0),
+    "f8e5m2": Float8(mantissa=2, min_exponent=-14, max_exponent=15, largest=57344.0),
+}
+
+
+def _f32(ctx, hint: str, value) -> str:
+    return ctx.const(hint, np.asarray(value, np.float32))

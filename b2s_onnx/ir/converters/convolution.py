@@ -148,30 +148,6 @@ def _pool_attrs(ctx, layer, data) -> dict:
     return attrs
 
 
-@converts("MaxPool", (1, 8, 14))
-def max_pool(ctx, layer, inputs):
-    attrs = _pool_attrs(ctx, layer, inputs[0])
-    if layer.version != "opset1":
-        dilations = ints(layer, "dilations", "")
-        if any(d != 1 for d in dilations):
-            attrs["dilations"] = dilations
-    if len(layer.outputs) > 1 and _consumed(ctx, layer, 1):
-        raise B2SError(f"{layer.where()}: the indices output of MaxPool is not supported")
-    ctx.one("MaxPool", inputs, ctx.out(layer), **attrs)
-
-
-@converts("AvgPool", (1, 14))
-def avg_pool(ctx, layer, inputs):
-    attrs = _pool_attrs(ctx, layer, inputs[0])
-    exclude = flag(layer, "exclude-pad", False)
-    ctx.one("AveragePool", inputs, ctx.out(layer), count_include_pad=0 if exclude else 1, **attrs)
-
-
-def _consumed(ctx: ConversionContext, layer: Layer, index: int) -> bool:
-    port = layer.outputs[index].id
-    return any(source == (layer.id, port) for source in ctx.model.sources.values())
-
-
 @converts("MatMul", (1,))
 def matmul(ctx, layer, inputs):
     operands = []

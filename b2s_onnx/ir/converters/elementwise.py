@@ -12,7 +12,6 @@ from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
 from b2s_onnx.ir.converters._attrs import check_broadcast, choice, flag, number
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
-from b2s_onnx.ir.weights import element_type, onnx_type
 
 FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
@@ -233,30 +232,6 @@ def prelu(ctx, layer, inputs):
         target = [slope_shape[0]] + [1] * (len(data_shape) - 2)
         slope = ctx.one("Reshape", [slope, ctx.const("slope_shape", np.asarray(target, np.int64))])
     ctx.one("PRelu", [data, slope], ctx.out(layer))
-
-
-@converts("Round", (5,))
-def round_(ctx, layer, inputs):
-    mode = choice(layer, "mode", ("half_to_even", "half_away_from_zero"))
-    if mode == "half_to_even":
-        ctx.one("Round", inputs, ctx.out(layer))
-        return
-    x = inputs[0]
-    magnitude = ctx.one(
-        "Floor", [ctx.one("Add", [ctx.one("Abs", [x]), scalar(ctx, "half", 0.5, x)])]
-    )
-    ctx.one("Mul", [ctx.one("Sign", [x]), magnitude], ctx.out(layer))
-
-
-@converts("Convert", (1,))
-def convert(ctx, layer, inputs):
-    target = onnx_type(element_type(layer.data.get("destination_type", ""), layer.where()))
-    ctx.one("Cast", inputs, ctx.out(layer), to=target)
-
-
-@converts("ConvertLike", (1,))
-def convert_like(ctx, layer, inputs):
-    ctx.one("Cast", inputs[:1], ctx.out(layer), to=ctx.type_of(inputs[1]))
 
 
 @converts("Select", (1,))

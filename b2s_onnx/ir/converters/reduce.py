@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
-from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
 from b2s_onnx.ir.converters._attrs import choice, flag, integer, ints, number
 from b2s_onnx.ir.converters.registry import converts
@@ -125,48 +124,3 @@ def softmax(ctx, layer, inputs):
 @converts("LogSoftmax", (5,))
 def log_softmax(ctx, layer, inputs):
     ctx.one("LogSoftmax", inputs, ctx.out(layer), axis=integer(layer, "axis", 1))
-
-
-@converts("TopK", (1, 3, 11))
-def top_k(ctx, layer, inputs):
-    data, k = inputs
-    axis = integer(layer, "axis")
-    mode = choice(layer, "mode", ("max", "min"))
-    sort = choice(layer, "sort", ("value", "index", "none"), "none")
-    k_vector = ctx.one("Reshape", [ctx.int64(k), ctx.const("one", np.asarray([1], np.int64))])
-    values_name, indices_name = ctx.out(layer, 0), ctx.out(layer, 1)
-    index_type = ctx.type_of(indices_name)
-    if sort != "index":
-        raw_indices = ctx.tmp("indices") if index_type != TensorProto.INT64 else indices_name
-        ctx.node(
-            "TopK",
-            [data, k_vector],
-            [values_name, raw_indices],
-            axis=axis,
-            largest=int(mode == "max"),
-            sorted=1,
-        )
-        if raw_indices != indices_name:
-            ctx.one("Cast", [raw_indices], indices_name, to=index_type)
-        return
-    values, indices = ctx.node(
-        "TopK",
-        [data, k_vector],
-        [ctx.tmp("values"), ctx.tmp("idx")],
-        axis=axis,
-        largest=int(mode == "max"),
-        sorted=1,
-    )
-    order = ctx.node(
-        "TopK",
-        [ctx.one("Neg", [indices]), k_vector],
-        [ctx.tmp("neg"), ctx.tmp("order")],
-        axis=axis,
-        largest=1,
-        sorted=1,
-    )[1]
-    ctx.one("GatherElements", [values, order], values_name, axis=axis)
-    sorted_indices = ctx.one("GatherElements", [indices, order], axis=axis)
-    ctx.one("Cast", [sorted_indices], indices_name, to=index_type)
-    if layer.version == "opset11" and flag(layer, "stable", False):
-        raise B2SError(f"{layer.where()}: stable TopK is not supported")

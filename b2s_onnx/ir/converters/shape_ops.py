@@ -249,15 +249,3 @@ def range_(ctx, layer, inputs):
         for t in inputs
     ]
     ctx.one("Range", cast, ctx.out(layer))
-
-
-@converts("Pad", (1, 12))
-def pad(ctx, layer, inputs):
-    mode = choice(layer, "pad_mode", ("constant", "edge", "reflect", "symmetric"), "constant")
-    if mode == "symmetric":
-        raise B2SError(f"{layer.where()}: pad_mode='symmetric' has no ONNX equivalent")
-    pads = ctx.one("Concat", [ctx.int64(inputs[1]), ctx.int64(inputs[2])], axis=0)
-    operands = [inputs[0], pads]
-    if mode == "constant" and len(inputs) > 3:
-        operands.append(inputs[3])
-    ctx.one("Pad", operands, ctx.out(layer), mode=mode)

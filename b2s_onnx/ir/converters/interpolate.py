@@ -1,0 +1,282 @@
+"""Interpolate-1/4/11: every mode, coordinate transformation, nearest mode, and pads.
+
+Interpolate-1 is read as OpenVINO upgrades it to Interpolate-4: align_corners selects the
+'align_corners' coordinates; otherwise linear resizing of anything but the last two axes
+of a 4-D input uses 'half_pixel', all else 'asymmetric'; nearest rounds the 'simple' way.
+
+Measured against OpenVINO's CPU plugin: 'linear' and 'linear_onnx' are ONNX's linear Resize
+and 'cubic' its cubic Resize (OpenVINO's CPU plugin ignores ``antialias`` for all three);
+the pillow modes are ONNX's antialiased Resize (half-pixel centres, samples outside the
+image excluded; bicubic with a = -0.5) whatever the coordinate mode says. Pads are zeros
+added before resizing. Nearest neighbour with static sizes is computed here as an index
+table per axis (OpenVINO's f32 coordinate arithmetic, so ties round the same way; this
+also covers what ONNX's Resize lacks: ``tf_half_pixel_for_nn``, the 'simple' rounding) and
+applied with Gather: pure data movement, bit-exact. With run-time sizes it is ONNX's
+nearest Resize, whose coordinate arithmetic may break an exact tie differently.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Ints
+from b2s_onnx.ir.reader import Layer
+
+_COORDINATES = (
+    "half_pixel",
+    "pytorch_half_pixel",
+    "asymmetric",
+    "tf_half_pixel_for_nn",
+    "align_corners",
+)
+#: Coordinate transformations ONNX's Resize (opset >= 13) has under the same name.
+_ONNX_COORDINATES = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
+_MODES_4 = ("nearest", "linear", "linear_onnx", "cubic")
+_PADS = {"pads_begin": Ints(default=[]), "pads_end": Ints(default=[])}
+_INTERPOLATE_4 = {
+    "mode": Choice(allowed=_MODES_4, required=True),
+    "shape_calculation_mode": Choice(allowed=("sizes", "scales"), required=True),
+    "coordinate_transformation_mode": Choice(allowed=_COORDINATES, default="half_pixel"),
+    "nearest_mode": Choice(allowed=_NEAREST_MODES, default="round_prefer_floor"),
+    "antialias": Bool(default=False),
+    "cube_coeff": Float(default=-0.75),
+    **_PADS,
+}
+_INTERPOLATE_1 = {
+    "axes": Ints(required=True, unique=True),
+    "mode": Choice(allowed=("nearest", "linear", "cubic", "area"), required=True),
+    "align_corners": Bool(default=False),
+    "antialias": Bool(default=False),
+    **_PADS,
+}
+_INTERPOLATE_11 = {
+    **_INTERPOLATE_4,
+    "mode": Choice(allowed=(*_MODES_4, "bilinear_pillow", "bicubic_pillow"), required=True),
+}
+
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.int64))
+
+
+def _padded(ctx: ConversionContext, layer: Layer, data: str, rank: int):
+    """``data`` with OpenVINO's zero pads applied, and its shape (None where unknown)."""
+    begins = (list(layer.attrs["pads_begin"]) + [0] * rank)[:rank]
+    ends = (list(layer.attrs["pads_end"]) + [0] * rank)[:rank]
+    if any(v < 0 for v in begins + ends):
+        raise B2SError(f"{layer.where()}: attributes pads_begin/pads_end must not be negative")
+    shape = ctx.shape(data) or (None,) * rank
+    shape = tuple(
+        None if d is None else d + b + e for d, b, e in zip(shape, begins, ends, strict=True)
+    )
+    if not any(begins) and not any(ends):
+        return data, shape
+    padded = ctx.one("Pad", [data, _i64(ctx, "pads", begins + ends)], mode="constant")
+    ctx.shapes[padded] = shape
+    return padded, shape
+
+
+def _source_coordinate(x: np.ndarray, mode: str, scale: np.float32, in_dim: int, out_dim: int):
+    """OpenVINO's coordinate transformation, in f32 as its CPU plugin computes it."""
+    f32 = np.float32
+    if mode == "half_pixel":
+        return (x + f32(0.5)) / scale - f32(0.5)
+    if mode == "pytorch_half_pixel":
+        return (x + f32(0.5)) / scale - f32(0.5) if out_dim > 1 else np.zeros_like(x)
+    if mode == "asymmetric":
+        return x / scale
+    if mode == "tf_half_pixel_for_nn":
+        return (x + f32(0.5)) / scale
+    if out_dim == 1:
+        return np.zeros_like(x)
+    return x * f32(in_dim - 1) / f32(out_dim - 1)
+
+
+def _nearest_index(coordinate: np.ndarray, mode: str, scale: np.float32) -> np.ndarray:
+    floor = np.floor(coordinate)
+    if mode == "round_prefer_floor":
+        return np.where(coordinate == floor + np.float32(0.5), floor, np.round(coordinate))
+    if mode == "round_prefer_ceil":
+        return np.where(
+            coordinate == floor + np.float32(0.5), np.ceil(coordinate), np.round(coordinate)
+        )
+    if mode == "floor":
+        return floor
+    if mode == "ceil":
+        return np.ceil(coordinate)
+    return np.ceil(coordinate) if scale < 1 else np.trunc(coordinate)
+
+
+def _nearest_by_gather(ctx, layer, data, shape, axes, sizes, scales, coordinates, nearest_mode):
+    """Each resized axis as a Gather of precomputed source indices (bit-exact)."""
+    current = data
+    for position, axis in enumerate(axes):
+        in_dim, out_dim = shape[axis], sizes[position]
+        scale = np.float32(scales[position])
+        x = np.arange(out_dim, dtype=np.float32)
+        source = _source_coordinate(x, coordinates, scale, in_dim, out_dim)
+        index = _nearest_index(source, nearest_mode, scale)
+        index = np.clip(index, 0, in_dim - 1).astype(np.int64)
+        last = position == len(axes) - 1
+        current = ctx.one(
+            "Gather",
+            [current, ctx.const("indices", index)],
+            ctx.out(layer) if last else None,
+            axis=axis,
+        )
+    if not axes:
+        ctx.one("Identity", [current], ctx.out(layer))
+
+
+def _static_sizes_and_scales(ctx, layer, shape, axes, sizes_in, scales_in, calculation):
+    """Output sizes and scales on ``axes`` when known at conversion time."""
+    out_shape = ctx.shape(ctx.out(layer))
+    sizes = None if out_shape is None else [out_shape[a] for a in axes]
+    if sizes is not None and any(s is None for s in sizes):
+        sizes = None
+    scales = None
+    if calculation == "scales" and scales_in is not None and ctx.value(scales_in) is not None:
+        scales = [float(v) for v in ctx.value(scales_in).reshape(-1).astype(np.float32)]
+    elif sizes is not None and all(shape[a] is not None for a in axes):
+        scales = [np.float32(s) / np.float32(shape[a]) for s, a in zip(sizes, axes, strict=True)]
+    return sizes, scales
+
+
+def _resize(ctx, layer, data, rank, axes, operands, **attrs):
+    """ONNX Resize on ``axes`` (the attribute needs opset 18). onnxruntime's linear Resize
+    of a 4-D or 5-D tensor takes only some axis combinations, so linear resizing that
+    touches the leading axes runs as one Resize per axis (linear interpolation is
+    separable; only float rounding differs)."""
+    if ctx.opset < 18:
+        raise B2SError(f"{layer.where()}: Interpolate needs target opset >= 18 (Resize axes)")
+    leading = rank >= 4 and any(axis < rank - 2 for axis in axes)
+    if not leading or len(axes) == 1 or attrs["mode"] == "nearest":
+        ctx.one("Resize", [data, "", *operands], ctx.out(layer), axes=axes, **attrs)
+        return
+    if attrs["mode"] != "linear" or attrs.get("antialias"):
+        raise B2SError(
+            f"{layer.where()}: {attrs['mode']} resizing of axes {axes} of a rank-{rank} "
+            "input is not supported by onnxruntime"
+        )
+    current = data
+    for position, axis in enumerate(axes):
+        picked = [
+            ctx.one("Slice", [t, _i64(ctx, "at", [position]), _i64(ctx, "to", [position + 1])])
+            if t
+            else t
+            for t in operands
+        ]
+        last = position == len(axes) - 1
+        current = ctx.one(
+            "Resize", [current, "", *picked], ctx.out(layer) if last else None, axes=[axis], **attrs
+        )
+
+
+def _convert(ctx, layer, data, axes, sizes_in, scales_in, settings=None):
+    """``settings`` overrides the layer's attributes (for Interpolate-1's upgrade)."""
+    values = {**layer.attrs, **(settings or {})}
+    rank = ctx.rank(layer, data)
+    padded, shape = _padded(ctx, layer, data, rank)
+    calculation = values["shape_calculation_mode"]
+    mode = values["mode"]
+    coordinates = values["coordinate_transformation_mode"]
+    nearest_mode = values["nearest_mode"]
+    sizes, scales = _static_sizes_and_scales(
+        ctx, layer, shape, axes, sizes_in, scales_in, calculation
+    )
+    static = sizes is not None and scales is not None and all(shape[a] is not None for a in axes)
+    if mode == "nearest" and (
+        static or coordinates not in _ONNX_COORDINATES or nearest_mode == "simple"
+    ):
+        if not static:
+            raise B2SError(
+                f"{layer.where()}: nearest_mode '{nearest_mode}' with coordinate mode "
+                f"'{coordinates}' needs static input and output sizes"
+            )
+        _nearest_by_gather(
+            ctx, layer, padded, shape, axes, sizes, scales, coordinates, nearest_mode
+        )
+        return
+    if calculation == "sizes":
+        operands = ["", ctx.int64(sizes_in)]
+    else:
+        operands = [ctx.one("Cast", [scales_in], to=1)]
+    if mode == "nearest":
+        attrs = {
+            "mode": "nearest",
+            "coordinate_transformation_mode": coordinates,
+            "nearest_mode": nearest_mode,
+        }
+    elif mode in ("linear", "linear_onnx", "cubic"):
+        if coordinates not in _ONNX_COORDINATES:
+            raise B2SError(
+                f"{layer.where()}: coordinate mode '{coordinates}' is defined for nearest only"
+            )
+        attrs = {
+            "mode": "cubic" if mode == "cubic" else "linear",
+            "coordinate_transformation_mode": coordinates,
+        }
+        if mode == "cubic":
+            attrs["cubic_coeff_a"] = values["cube_coeff"]
+    else:
+        attrs = {
+            "mode": "linear" if mode == "bilinear_pillow" else "cubic",
+            "coordinate_transformation_mode": "half_pixel",
+            "antialias": 1,
+            "exclude_outside": 1,
+        }
+        if mode == "bicubic_pillow":
+            attrs["cubic_coeff_a"] = -0.5
+    _resize(ctx, layer, padded, rank, axes, operands, **attrs)
+
+
+def _axes(ctx: ConversionContext, layer: Layer, tensor: str | None, rank: int) -> list[int]:
+    if tensor is None:
+        return list(range(rank))
+    values = [int(a) for a in ctx.require_value(layer, tensor, "axes").reshape(-1)]
+    if any(not -rank <= a < rank for a in values):
+        raise B2SError(f"{layer.where()}: axes {values} out of range for rank {rank}")
+    return [a % rank for a in values]
+
+
+@converts("Interpolate", (1,), inputs=(2, 2), attrs=_INTERPOLATE_1)
+def interpolate_1(ctx, layer, inputs):
+    rank = ctx.rank(layer, inputs[0])
+    axes = layer.attrs["axes"]
+    if any(not 0 <= a < rank for a in axes):
+        raise B2SError(f"{layer.where()}: attribute axes={axes} out of range for rank {rank}")
+    mode = layer.attrs["mode"]
+    if mode == "area":
+        raise B2SError(f"{layer.where()}: attribute mode='area' is not supported")
+    if layer.attrs["align_corners"]:
+        coordinates = "align_corners"
+    elif mode == "linear" and not (rank == 4 and sorted(axes) == [2, 3]):
+        coordinates = "half_pixel"
+    else:
+        coordinates = "asymmetric"
+    settings = {
+        "mode": "linear_onnx" if mode == "linear" else mode,
+        "shape_calculation_mode": "sizes",
+        "coordinate_transformation_mode": coordinates,
+        "nearest_mode": "simple",
+        "cube_coeff": -0.75,
+    }
+    _convert(ctx, layer, inputs[0], axes, inputs[1], None, settings)
+
+
+@converts("Interpolate", (4,), inputs=(3, 4), attrs=_INTERPOLATE_4)
+def interpolate_4(ctx, layer, inputs):
+    rank = ctx.rank(layer, inputs[0])
+    axes = _axes(ctx, layer, inputs[3] if len(inputs) > 3 else None, rank)
+    _convert(ctx, layer, inputs[0], axes, inputs[1], inputs[2])
+
+
+@converts("Interpolate", (11,), inputs=(2, 3), attrs=_INTERPOLATE_11)
+def interpolate_11(ctx, layer, inputs):
+    rank = ctx.rank(layer, inputs[0])
+    axes = _axes(ctx, layer, inputs[2] if len(inputs) > 2 else None, rank)
+    _convert(ctx, layer, inputs[0], axes, inputs[1], inputs[1])

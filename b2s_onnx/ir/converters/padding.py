@@ -1,0 +1,120 @@
+"""Pad-1/12 in every mode, with negative pads (Pad-12).
+
+OpenVINO pads the original tensor first and then removes what negative pads remove (a
+reflection is taken from the uncropped data). ONNX Pad has no 'symmetric' mode (a reflection
+that repeats the edge), and onnxruntime refuses negative pads when reflecting, so with
+constant pads the positive part is padded first (symmetric as reversed slices concatenated
+on each side), then the negative part is sliced off. Run-time pads go straight to ONNX Pad.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Choice
+from b2s_onnx.ir.reader import Layer
+
+_MODES = ("constant", "edge", "reflect", "symmetric")
+#: ONNX Slice's stand-ins for "past the end" in either direction.
+_END = np.iinfo(np.int64).max
+_BEFORE_START = np.iinfo(np.int64).min
+
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.int64))
+
+
+def _slice(ctx: ConversionContext, data: str, axis: int, start: int, end: int, step: int = 1):
+    return ctx.one(
+        "Slice",
+        [
+            data,
+            _i64(ctx, "starts", [start]),
+            _i64(ctx, "ends", [end]),
+            _i64(ctx, "axes", [axis]),
+            _i64(ctx, "steps", [step]),
+        ],
+    )
+
+
+def _symmetric(ctx: ConversionContext, data: str, begins: list[int], ends: list[int]) -> str:
+    """Mirror images of the first ``begin`` and last ``end`` entries on each axis."""
+    for axis, (begin, end) in enumerate(zip(begins, ends, strict=True)):
+        if not begin and not end:
+            continue
+        pieces = [data]
+        if begin:
+            pieces.insert(0, _slice(ctx, data, axis, begin - 1, _BEFORE_START, -1))
+        if end:
+            pieces.append(_slice(ctx, data, axis, -1, -1 - end, -1))
+        data = ctx.one("Concat", pieces, axis=axis)
+    return data
+
+
+def _check_reach(
+    ctx: ConversionContext, layer: Layer, data: str, mode: str, begins: list[int], ends: list[int]
+) -> None:
+    """Reflections can reach at most dim - 1 (reflect) or dim (symmetric) entries."""
+    shape = ctx.shape(data)
+    if shape is None or mode not in ("reflect", "symmetric"):
+        return
+    spare = 1 if mode == "reflect" else 0
+    for axis, dim in enumerate(shape):
+        if dim is not None and max(begins[axis], ends[axis]) > dim - spare:
+            raise B2SError(
+                f"{layer.where()}: pad_mode='{mode}' pads axis {axis} (size {dim}) by "
+                f"{max(begins[axis], ends[axis])}; at most {dim - spare} allowed"
+            )
+
+
+@converts("Pad", (1, 12), inputs=(3, 4), attrs={"pad_mode": Choice(allowed=_MODES, required=True)})
+def pad(ctx, layer, inputs):
+    data = inputs[0]
+    mode = layer.attrs["pad_mode"]
+    begins_value, ends_value = ctx.value(inputs[1]), ctx.value(inputs[2])
+    if begins_value is None or ends_value is None:
+        if mode == "symmetric":
+            raise B2SError(f"{layer.where()}: pad_mode='symmetric' needs constant pads")
+        pads = ctx.one("Concat", [ctx.int64(inputs[1]), ctx.int64(inputs[2])], axis=0)
+        operands = [data, pads, *inputs[3:4]] if mode == "constant" else [data, pads]
+        ctx.one("Pad", operands, ctx.out(layer), mode=mode)
+        return
+    begins = [int(v) for v in begins_value.reshape(-1)]
+    ends = [int(v) for v in ends_value.reshape(-1)]
+    rank = ctx.rank(layer, data)
+    if len(begins) != rank or len(ends) != rank:
+        raise B2SError(
+            f"{layer.where()}: pads_begin and pads_end need {rank} values each (the data "
+            f"rank), got {len(begins)} and {len(ends)}"
+        )
+    grow_begin, grow_end = [max(v, 0) for v in begins], [max(v, 0) for v in ends]
+    _check_reach(ctx, layer, data, mode, grow_begin, grow_end)
+    crops = [
+        (axis, max(-begin, 0), end if end < 0 else _END)
+        for axis, (begin, end) in enumerate(zip(begins, ends, strict=True))
+        if begin < 0 or end < 0
+    ]
+    output = ctx.out(layer)
+    padded_name = output if not crops else None
+    if not any(grow_begin) and not any(grow_end):
+        padded = data
+    elif mode == "symmetric":
+        padded = _symmetric(ctx, data, grow_begin, grow_end)
+    else:
+        operands = [data, _i64(ctx, "pads", grow_begin + grow_end)]
+        if mode == "constant" and len(inputs) > 3:
+            operands.append(inputs[3])
+        padded = ctx.one("Pad", operands, padded_name, mode=mode)
+    if not crops:
+        if padded != output:
+            ctx.one("Identity", [padded], output)
+        return
+    axes, starts, stops = (list(column) for column in zip(*crops, strict=True))
+    ctx.one(
+        "Slice",
+        [padded, _i64(ctx, "starts", starts), _i64(ctx, "ends", stops), _i64(ctx, "axes", axes)],
+        output,
+    )

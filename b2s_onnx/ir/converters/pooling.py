@@ -1,0 +1,323 @@
+"""MaxPool-1/8/14 (with the indices output) and AvgPool-1/14, in every rounding type.
+
+onnxruntime's ``ceil_mode`` is OpenVINO's ``ceil_torch``: a window that would start in the
+end padding is dropped. OpenVINO's plain ``ceil`` keeps that window, which then covers
+padding only; OpenVINO gives it the lowest float (MaxPool), 0 (AvgPool counting padding)
+or NaN (AvgPool excluding it: 0 / 0), and the index of its plane's first element. Those
+windows are appended here with a constant Pad, so every rounding type matches.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from onnx import TensorProto
+
+from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, ElementType, Int, Ints
+from b2s_onnx.ir.reader import Layer
+
+_AUTO_PAD = {"same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER"}
+_POOL = {
+    "strides": Ints(required=True, length=SPATIAL, minimum=1),
+    "pads_begin": Ints(required=True, length=SPATIAL, minimum=0),
+    "pads_end": Ints(required=True, length=SPATIAL, minimum=0),
+    "kernel": Ints(required=True, length=SPATIAL, minimum=1),
+    "auto_pad": Choice(
+        allowed=("explicit", "same_upper", "same_lower", "valid", "notset"), default="explicit"
+    ),
+}
+_ROUNDING_1 = Choice(allowed=("floor", "ceil"), default="floor")
+_ROUNDING_14 = Choice(allowed=("floor", "ceil", "ceil_torch"), default="floor")
+_MAX_POOL_8 = {
+    **_POOL,
+    "dilations": Ints(length=SPATIAL, minimum=1),
+    "index_element_type": ElementType(allowed=("i32", "i64"), default="i64"),
+    "axis": Int(default=0),
+}
+
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.int64))
+
+
+def _window_counts(
+    ctx: ConversionContext, layer: Layer, data: str, attrs: dict, dilations: list[int]
+) -> list[tuple[int, int]] | None:
+    """Per spatial axis, (OpenVINO 'ceil' count, 'ceil_torch' count) of windows; None when a
+    spatial dim is unknown but the two cannot differ (no window can start in the end pads)."""
+    shape = ctx.shape(data)
+    spatial = len(dilations)
+    counts = []
+    for axis in range(spatial):
+        stride, size = attrs["strides"][axis], attrs["kernel_shape"][axis]
+        begin, end = attrs["pads"][axis], attrs["pads"][spatial + axis]
+        reach = (size - 1) * dilations[axis] + 1
+        dim = None if shape is None else shape[axis + 2]
+        if dim is None:
+            if end + stride > reach:
+                raise B2SError(
+                    f"{layer.where()}: a rounding_type of ceil needs a static spatial axis "
+                    f"{axis} here (a window may start in the end padding)"
+                )
+            return None
+        count = math.ceil((dim + begin + end - reach) / stride) + 1
+        counts.append((count, count - 1 if (count - 1) * stride >= dim + begin else count))
+    return counts
+
+
+def _pool_attrs(ctx: ConversionContext, layer: Layer, data: str, dilations: list[int]):
+    """ONNX pooling attributes, and per spatial axis the end windows to append.
+
+    onnx's shape inference counts ceil windows as OpenVINO's 'ceil' does, onnxruntime as
+    'ceil_torch' does; where the two differ, floor mode with the same pads yields exactly the
+    'ceil_torch' windows (the dropped one starts in the end padding, so the others end
+    inside it), and for 'ceil' the dropped window is appended (see the module doc)."""
+    values = layer.attrs
+    spatial = len(values["kernel"])
+    attrs = {"kernel_shape": values["kernel"], "strides": values["strides"]}
+    none = [0] * spatial
+    auto_pad = values["auto_pad"]
+    if auto_pad in _AUTO_PAD:
+        attrs["auto_pad"] = _AUTO_PAD[auto_pad]
+        return attrs, none
+    if auto_pad == "valid":
+        attrs["pads"] = [0] * (2 * spatial)
+    else:
+        attrs["pads"] = values["pads_begin"] + values["pads_end"]
+    for axis, size in enumerate(values["kernel"]):
+        if max(attrs["pads"][axis], attrs["pads"][spatial + axis]) >= size:
+            raise B2SError(
+                f"{layer.where()}: pads on spatial axis {axis} must be smaller than the kernel "
+                f"({size}) in ONNX, got pads_begin/pads_end {values['pads_begin']}/"
+                f"{values['pads_end']}"
+            )
+    rounding = values["rounding_type"]
+    if rounding == "floor":
+        return attrs, none
+    counts = _window_counts(ctx, layer, data, attrs, dilations)
+    if counts is None or all(ceil == torch for ceil, torch in counts):
+        attrs["ceil_mode"] = 1
+        return attrs, none
+    if rounding == "ceil_torch":
+        return attrs, none
+    return attrs, [ceil - torch for ceil, torch in counts]
+
+
+def _append_windows(ctx: ConversionContext, tensor: str, extra: list[int], fill: str) -> str:
+    rank = 2 + len(extra)
+    pads = [0] * rank + [0, 0, *extra]
+    return ctx.one("Pad", [tensor, _i64(ctx, "pads", pads), fill], mode="constant")
+
+
+def _lowest(ctx: ConversionContext, like: str) -> str:
+    dtype = NUMPY_OF_ONNX.get(ctx.type_of(like), np.float32)
+    info = np.finfo(dtype) if np.issubdtype(dtype, np.floating) else np.iinfo(dtype)
+    return ctx.const("lowest", np.asarray(info.min, dtype))
+
+
+@converts("MaxPool", (1,), inputs=(1, 1), attrs={**_POOL, "rounding_type": _ROUNDING_1})
+def max_pool_1(ctx, layer, inputs):
+    attrs, extra = _pool_attrs(ctx, layer, inputs[0], [1] * len(layer.attrs["kernel"]))
+    if not any(extra):
+        ctx.one("MaxPool", inputs, ctx.out(layer), **attrs)
+        return
+    pooled = ctx.one("MaxPool", inputs, **attrs)
+    ctx.one(
+        "Identity", [_append_windows(ctx, pooled, extra, _lowest(ctx, inputs[0]))], ctx.out(layer)
+    )
+
+
+@converts("MaxPool", (8,), inputs=(1, 1), attrs={**_MAX_POOL_8, "rounding_type": _ROUNDING_1})
+def max_pool_8(ctx, layer, inputs):
+    _max_pool_with_indices(ctx, layer, inputs[0])
+
+
+@converts("MaxPool", (14,), inputs=(1, 1), attrs={**_MAX_POOL_8, "rounding_type": _ROUNDING_14})
+def max_pool_14(ctx, layer, inputs):
+    _max_pool_with_indices(ctx, layer, inputs[0])
+
+
+def _max_pool_with_indices(ctx: ConversionContext, layer: Layer, data: str) -> None:
+    """Indices count from ``axis``: ONNX's (flattened over the whole tensor, row-major) taken
+    modulo the size of the dimensions from ``axis`` on."""
+    rank = ctx.rank(layer, data)
+    spatial = rank - 2
+    dilations = layer.attrs["dilations"] or [1] * spatial
+    attrs, extra = _pool_attrs(ctx, layer, data, dilations)
+    if any(d != 1 for d in dilations):
+        attrs["dilations"] = dilations
+    values, indices = ctx.node("MaxPool", [data], [ctx.tmp("values"), ctx.tmp("indices")], **attrs)
+    plane = ctx.reduce("ReduceProd", ctx.one("Shape", [data], start=2), [0], True)
+    if any(extra):
+        values = _append_windows(ctx, values, extra, _lowest(ctx, data))
+        planes = _append_windows_edge(ctx, ctx.one("Div", [indices, plane]), extra)
+        padded = _append_windows(ctx, indices, extra, _i64(ctx, "missing", -1))
+        missing = ctx.one("Less", [padded, _i64(ctx, "zero", 0)])
+        indices = ctx.one("Where", [missing, ctx.one("Mul", [planes, plane]), padded])
+    axis = layer.attrs["axis"]
+    if not -rank <= axis < rank:
+        raise B2SError(f"{layer.where()}: attribute axis={axis} is out of range for rank {rank}")
+    axis %= rank
+    if axis:
+        span = ctx.reduce("ReduceProd", ctx.one("Shape", [data], start=axis), [0], True)
+        indices = ctx.one("Mod", [indices, span])
+    ctx.one("Identity", [values], ctx.out(layer, 0))
+    if len(layer.outputs) > 1:
+        target = (
+            TensorProto.INT32 if layer.attrs["index_element_type"] == "i32" else TensorProto.INT64
+        )
+        ctx.one("Cast", [indices], ctx.out(layer, 1), to=target)
+
+
+def _append_windows_edge(ctx: ConversionContext, tensor: str, extra: list[int]) -> str:
+    rank = 2 + len(extra)
+    pads = [0] * rank + [0, 0, *extra]
+    return ctx.one("Pad", [tensor, _i64(ctx, "pads", pads)], mode="edge")
+
+
+_AVG_POOL = {**_POOL, "exclude-pad": Bool(required=True)}
+
+
+@converts("AvgPool", (1,), inputs=(1, 1), attrs={**_AVG_POOL, "rounding_type": _ROUNDING_1})
+def avg_pool_1(ctx, layer, inputs):
+    _avg_pool(ctx, layer, inputs[0])
+
+
+@converts("AvgPool", (14,), inputs=(1, 1), attrs={**_AVG_POOL, "rounding_type": _ROUNDING_14})
+def avg_pool_14(ctx, layer, inputs):
+    _avg_pool(ctx, layer, inputs[0])
+
+
+def _avg_pool(ctx: ConversionContext, layer: Layer, data: str) -> None:
+    spatial = len(layer.attrs["kernel"])
+    attrs, extra = _pool_attrs(ctx, layer, data, [1] * spatial)
+    exclude = layer.attrs["exclude-pad"]
+    attrs["count_include_pad"] = 0 if exclude else 1
+    if not exclude and layer.attrs["rounding_type"] != "floor" and any(attrs.get("pads", [])):
+        _divide_by_whole_kernel(ctx, layer, data, attrs)
+    if not any(extra):
+        ctx.one("AveragePool", [data], ctx.out(layer), **attrs)
+        return
+    pooled = ctx.one("AveragePool", [data], **attrs)
+    dtype = NUMPY_OF_ONNX.get(ctx.type_of(data), np.float32)
+    fill = ctx.const("fill", np.asarray(np.nan if exclude else 0.0, dtype))
+    ctx.one("Identity", [_append_windows(ctx, pooled, extra, fill)], ctx.out(layer))
+
+
+def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, attrs: dict) -> None:
+    """Counting padding, OpenVINO divides a ceil-mode window that runs past the end padding
+    by the whole kernel size; onnxruntime by the part inside the padding. Floor mode with the
+    end padding stretched to the last ('ceil_torch') window's end makes both the same. With
+    unit strides no window runs past the end padding, so nothing changes."""
+    shape = ctx.shape(data)
+    spatial = len(attrs["kernel_shape"])
+    if all(stride == 1 for stride in attrs["strides"]):
+        return
+    if shape is None or any(d is None for d in shape[2:]):
+        raise B2SError(
+            f"{layer.where()}: AvgPool counting padding with a rounding_type of ceil needs "
+            "static spatial dims"
+        )
+    pads = list(attrs["pads"])
+    for axis in range(spatial):
+        stride, size, begin = attrs["strides"][axis], attrs["kernel_shape"][axis], pads[axis]
+        count = math.ceil((shape[axis + 2] + begin + pads[spatial + axis] - size) / stride) + 1
+        if (count - 1) * stride >= shape[axis + 2] + begin:
+            count -= 1
+        pads[spatial + axis] = max(0, (count - 1) * stride + size - shape[axis + 2] - begin)
+    attrs["pads"] = pads
+    attrs.pop("ceil_mode", None)
+
+
+def _adaptive_geometry(ctx: ConversionContext, layer: Layer, data: str, sizes: str):
+    """(spatial input dims, output dims): the bins of output i on an axis of length n are
+    [floor(i * n / m), ceil((i + 1) * n / m)), so both must be known here."""
+    rank = ctx.rank(layer, data)
+    if not 3 <= rank <= 5:
+        raise B2SError(f"{layer.where()}: input 'data' must have rank 3, 4 or 5, got {rank}")
+    shape = ctx.shape(data)
+    dims = list(shape[2:])
+    if any(d is None for d in dims):
+        raise B2SError(f"{layer.where()}: adaptive pooling needs static spatial dims, got {dims}")
+    outs = [int(v) for v in ctx.require_value(layer, sizes, "output_shape").reshape(-1)]
+    if len(outs) != rank - 2 or any(v < 1 for v in outs):
+        raise B2SError(f"{layer.where()}: output_shape {outs} needs {rank - 2} positive value(s)")
+    return dims, outs
+
+
+def _bins(length: int, count: int) -> list[tuple[int, int]]:
+    return [(i * length // count, -(-(i + 1) * length // count)) for i in range(count)]
+
+
+def _slice(ctx: ConversionContext, tensor: str, axis: int, start: int, stop: int) -> str:
+    return ctx.one(
+        "Slice",
+        [tensor, _i64(ctx, "start", [start]), _i64(ctx, "stop", [stop]), _i64(ctx, "axis", [axis])],
+    )
+
+
+@converts("AdaptiveAvgPool", (8,), inputs=(2, 2), attrs={})
+def adaptive_avg_pool(ctx, layer, inputs):
+    """Box means are separable: the mean over each axis's bins in turn."""
+    data = inputs[0]
+    dims, outs = _adaptive_geometry(ctx, layer, data, inputs[1])
+    current = data
+    for offset, (length, count) in enumerate(zip(dims, outs, strict=True)):
+        axis = offset + 2
+        if length == count:
+            continue
+        if length % count == 0:
+            kernel = [1] * len(dims)
+            kernel[offset] = length // count
+            current = ctx.one("AveragePool", [current], kernel_shape=kernel, strides=kernel)
+            continue
+        parts = [
+            ctx.reduce("ReduceMean", _slice(ctx, current, axis, start, stop), [axis], True)
+            for start, stop in _bins(length, count)
+        ]
+        current = ctx.one("Concat", parts, axis=axis) if len(parts) > 1 else parts[0]
+    ctx.one("Identity", [current], ctx.out(layer))
+
+
+@converts(
+    "AdaptiveMaxPool",
+    (8,),
+    inputs=(2, 2),
+    attrs={"index_element_type": ElementType(allowed=("i32", "i64"), default="i64")},
+)
+def adaptive_max_pool(ctx, layer, inputs):
+    """Box maxima axis by axis, last axis first, carrying each maximum's index flattened over
+    the spatial axes already reduced; ArgMax takes the first of equal values, so the index is
+    the first maximum in row-major order."""
+    data = inputs[0]
+    dims, outs = _adaptive_geometry(ctx, layer, data, inputs[1])
+    values, flat = data, None
+    stride = 1
+    for offset in reversed(range(len(dims))):
+        axis, length = offset + 2, dims[offset]
+        value_parts, index_parts = [], []
+        for start, stop in _bins(length, outs[offset]):
+            window = _slice(ctx, values, axis, start, stop)
+            best = ctx.one("ArgMax", [window], axis=axis, keepdims=1)
+            value_parts.append(ctx.reduce("ReduceMax", window, [axis], True))
+            position = ctx.one("Add", [best, _i64(ctx, "start", start)])
+            index = ctx.one("Mul", [position, _i64(ctx, "stride", stride)])
+            if flat is not None:
+                inner = ctx.one(
+                    "GatherElements", [_slice(ctx, flat, axis, start, stop), best], axis=axis
+                )
+                index = ctx.one("Add", [index, inner])
+            index_parts.append(index)
+        values = ctx.one("Concat", value_parts, axis=axis)
+        flat = ctx.one("Concat", index_parts, axis=axis)
+        stride *= length
+    ctx.one("Identity", [values], ctx.out(layer, 0))
+    if len(layer.outputs) > 1:
+        target = (
+            TensorProto.INT32 if layer.attrs["index_element_type"] == "i32" else TensorProto.INT64
+        )
+        ctx.one("Cast", [flat], ctx.out(layer, 1), to=target)
