@@ -101,7 +101,7 @@ def round_down(ctx, layer, inputs, convert):
 def round_half_to_even(ctx, layer, inputs, convert):
     """Round-5 rounding ties to even where the IR asks for ties away from zero."""
     changed = copy.copy(layer)
-    changed.data = {**layer.data, "mode": "half_to_even"}
+    changed.attrs = {**layer.attrs, "mode": "half_to_even"}
     convert(ctx, changed, inputs)
 
 

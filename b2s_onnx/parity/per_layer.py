@@ -387,10 +387,12 @@ def _upstream(ir: IRModel, layer_id: str) -> set[str]:
 
 
 def _bisect(comparison: _Comparison, planned: list, sizes: list[int], budget: int) -> None:
-    """Compares evenly spaced ports; when one diverges, the culprit is upstream of it and
-    not upstream of a sample that agreed: the search narrows to those ports, until it
-    can compare them all. Ports upstream of agreeing samples only are not compared."""
+    """Compares evenly spaced ports (the last one always among them); when one diverges, the
+    culprit is upstream of it and not upstream of an earlier sample that agreed: the search
+    narrows to those ports, round after round, until it can compare them all. A sample after
+    the divergence proves nothing (its tolerance grows with the error its inputs carry)."""
     indices = list(range(len(planned)))
+    diverged = False
     while indices:
         if sum(sizes[i] for i in indices) <= budget:
             comparison.compare_chunk([planned[i] for i in indices])
@@ -398,18 +400,24 @@ def _bisect(comparison: _Comparison, planned: list, sizes: list[int], budget: in
         picks = _sample(indices, sizes, budget)
         comparison.compare_chunk([planned[i] for i in picks])
         failed = [i for i in picks if not comparison.errors[planned[i][1].key].passed]
-        if not failed:
-            return
-        suspects = _upstream(comparison.ir, planned[failed[0]][1].layer_id)
+        if failed:
+            diverged = True
+            limit = failed[0]
+            suspects = _upstream(comparison.ir, planned[limit][1].layer_id)
+        elif not diverged:
+            return  # the sampled ports, the model's last among them, all agree
+        else:
+            limit = max(indices) + 1
+            suspects = {planned[i][1].layer_id for i in indices}
         for i in picks:
             layer_id = planned[i][1].layer_id
-            if i != failed[0] and layer_id in suspects:
+            if i < limit and layer_id in suspects:
                 suspects -= _upstream(comparison.ir, layer_id)
         compared = set(comparison.errors)
         indices = [
             i
             for i in indices
-            if i < failed[0]
+            if i < limit
             and planned[i][1].layer_id in suspects
             and planned[i][1].key not in compared
         ]

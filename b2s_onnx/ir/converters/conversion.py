@@ -1,5 +1,5 @@
-"""Element-type conversions: Convert, ConvertLike, ConvertPromoteTypes, and FakeConvert's
-float8 emulation.
+"""Element-type conversions and pass-throughs: Identity, Convert, ConvertLike and
+ConvertPromoteTypes (FakeConvert's float8 emulation lives in ``fake_convert``).
 
 ONNX's Cast does what OpenVINO's CPU plugin does (floats to integers truncate toward zero,
 then wrap) except from float to boolean: NaN converts to false in OpenVINO, to true in
@@ -7,8 +7,6 @@ ONNX, so that conversion is |x| > 0.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 from onnx import TensorProto
@@ -32,6 +30,11 @@ def cast(ctx, tensor: str, target: int, output: str) -> None:
         ctx.one("Greater", [ctx.one("Abs", [tensor]), zero], output)
     else:
         ctx.one("Cast", [tensor], output, to=target)
+
+
+@converts("Identity", (16,), inputs=(1, 1), attrs={})
+def identity(ctx, layer, inputs):
+    ctx.one("Identity", inputs, ctx.out(layer))
 
 
 @converts("Convert", (1,), inputs=(1, 1), attrs={"destination_type": ElementType(required=True)})
@@ -63,23 +66,3 @@ def convert_promote_types(ctx, layer, inputs):
     for index, tensor in enumerate(inputs):
         output = ctx.out(layer, index)
         cast(ctx, tensor, ctx.types[output], output)
-
-
-@dataclass(frozen=True)
-class Float8:
-    """A float8 format: mantissa bits, smallest normal exponent, largest exponent and value."""
-
-    mantissa: int
-    min_exponent: int
-    max_exponent: int
-    largest: float
-
-
-FLOAT8 = {
-    "f8e4m3": Float8(mantissa=3, min_exponent=-6, max_exponent=8, largest=448.0),
-    "f8e5m2": Float8(mantissa=2, min_exponent=-14, max_exponent=15, largest=57344.0),
-}
-
-
-def _f32(ctx, hint: str, value) -> str:
-    return ctx.const(hint, np.asarray(value, np.float32))
