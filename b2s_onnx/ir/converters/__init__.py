@@ -6,6 +6,8 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     detection,
     detection_output,
     elementwise,
+    nms,
+    nonzero,
     reduce,
     resize,
     shape_ops,
