@@ -1,0 +1,226 @@
+"""Detection and vision layers (NMS, NonZero, ROI pooling, YOLO, CTC decoding, sampling):
+each built with OpenVINO's Python API, converted, and run against OpenVINO's CPU plugin."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import b2s_onnx
+from tests.test_ir_ops import assert_close, run_both
+
+ov = pytest.importorskip("openvino")
+import openvino.opset1 as o1  # noqa: E402
+import openvino.opset3 as o3  # noqa: E402
+import openvino.opset4 as o4  # noqa: E402
+import openvino.opset5 as o5  # noqa: E402
+import openvino.opset9 as o9  # noqa: E402
+
+pytestmark = pytest.mark.openvino
+
+F32 = np.float32
+
+COVERED_LAYERS = {
+    ("NonZero", "opset3"),
+    ("NonMaxSuppression", "opset1"),
+    ("NonMaxSuppression", "opset3"),
+    ("NonMaxSuppression", "opset4"),
+    ("NonMaxSuppression", "opset5"),
+    ("NonMaxSuppression", "opset9"),
+}
+
+
+def const(values, dtype=F32):
+    return o1.constant(np.asarray(values, dtype))
+
+
+def save(tmp_path, outputs, params, name="model.xml"):
+    xml = tmp_path / name
+    ov.save_model(ov.Model(outputs, params), xml, compress_to_fp16=False)
+    return xml
+
+
+def refused(xml, key, old, new):
+    """Converting ``xml`` with attribute ``key`` changed from ``old`` to ``new`` raises a
+    B2SError naming the attribute."""
+    text = xml.read_text()
+    assert f'{key}="{old}"' in text
+    xml.write_text(text.replace(f'{key}="{old}"', f'{key}="{new}"'))
+    with pytest.raises(b2s_onnx.B2SError, match=key):
+        b2s_onnx.convert_ir(xml)
+
+
+# -- NonZero -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [F32, np.int64, np.int32, np.int8, np.uint8, np.bool_])
+@pytest.mark.parametrize("shape", [[7], [3, 4], [2, 3, 2]])
+@pytest.mark.parametrize("output_type", ["i64", "i32"])
+def test_non_zero_matches_openvino(tmp_path, dtype, shape, output_type):
+    rng = np.random.default_rng(len(shape))
+    data = (rng.integers(0, 3, shape) * rng.integers(-2, 3, shape)).astype(dtype)
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x: o3.non_zero(x, output_type),
+        [shape],
+        [dtype],
+        feeds={"in0": data},
+    )
+    assert_close(pairs, exact=True)
+    assert pairs[0][0].dtype == (np.int64 if output_type == "i64" else np.int32)
+
+
+def test_non_zero_of_all_zeros_is_empty(tmp_path):
+    pairs, _ = run_both(
+        tmp_path, lambda x: o3.non_zero(x), [[2, 3]], feeds={"in0": np.zeros((2, 3), F32)}
+    )
+    assert_close(pairs, exact=True)
+    assert pairs[0][0].shape == (2, 0)
+
+
+def test_non_zero_size_is_not_folded_from_a_static_declaration(tmp_path):
+    """ShapeOf(NonZero(x)) is a run-time value, even where the IR states the input size."""
+
+    def build(x):
+        found = o3.non_zero(x)
+        return o1.convert(o3.shape_of(found), "f32")
+
+    data = np.array([0, 1, 0, 2, 3], F32)
+    pairs, _ = run_both(tmp_path, build, [[5]], feeds={"in0": data})
+    assert_close(pairs, exact=True)
+    assert pairs[0][0].tolist() == [1, 3]
+
+
+def test_non_zero_refuses_an_unknown_output_type(tmp_path):
+    param = o1.parameter([4], F32, name="x")
+    xml = save(tmp_path, [o3.non_zero(param, "i32")], [param])
+    refused(xml, "output_type", "i32", "f32")
+
+
+# -- NonMaxSuppression ----------------------------------------------------------------------
+
+
+def detections(batches=2, boxes=10, classes=3, seed=0, center=False):
+    """Boxes that overlap in clusters (so suppression happens), with a few exact copies."""
+    rng = np.random.default_rng(seed)
+    anchors = rng.uniform(0, 8, (batches, 3, 2))
+    start = anchors[:, rng.integers(0, 3, boxes)] + rng.normal(0, 0.6, (batches, boxes, 2))
+    size = rng.uniform(1.0, 3.0, (batches, boxes, 2))
+    corners = np.concatenate([start, start + size], axis=-1)
+    corners[:, 1] = corners[:, 0]  # an exact duplicate: IoU 1
+    corners[:, 2, [0, 2]] = corners[:, 2, [2, 0]]  # flipped corners: still the same box
+    if center:
+        corners = np.concatenate([start + size / 2, size], axis=-1)
+    scores = rng.uniform(0, 1, (batches, classes, boxes))
+    return corners.astype(F32), scores.astype(F32)
+
+
+MAKERS = {
+    1: lambda b, s, args, enc, srt, out: o1.non_max_suppression(b, s, *args[:3], enc, srt),
+    3: lambda b, s, args, enc, srt, out: o3.non_max_suppression(b, s, *args[:3], enc, srt, out),
+    4: lambda b, s, args, enc, srt, out: o4.non_max_suppression(b, s, *args[:3], enc, srt, out),
+    5: lambda b, s, args, enc, srt, out: o5.non_max_suppression(b, s, *args, enc, srt, out),
+    9: lambda b, s, args, enc, srt, out: o9.non_max_suppression(b, s, *args, enc, srt, out),
+}
+
+
+def run_nms(tmp_path, version, *, max_boxes=4, iou=0.4, score=0.2, sigma=0.0, **kwargs):
+    encoding = kwargs.get("encoding", "corner")
+    sort = kwargs.get("sort", False)
+    output_type = kwargs.get("output_type", "i64")
+    boxes, scores = detections(center=encoding == "center", seed=kwargs.get("seed", 0))
+    args = [const(max_boxes, np.int64), const(iou), const(score), const(sigma)]
+
+    def build(b, s):
+        node = MAKERS[version](b, s, args, encoding, sort, output_type)
+        return list(node.outputs())
+
+    return run_both(
+        tmp_path,
+        build,
+        [list(boxes.shape), list(scores.shape)],
+        feeds={"in0": boxes, "in1": scores},
+    )
+
+
+@pytest.mark.parametrize("version", [1, 3, 4, 5, 9])
+@pytest.mark.parametrize("encoding", ["corner", "center"])
+@pytest.mark.parametrize("sort", [False, True])
+def test_nms_matches_openvino(tmp_path, version, encoding, sort):
+    pairs, converted = run_nms(tmp_path, version, encoding=encoding, sort=sort)
+    assert len(pairs) == (3 if version >= 5 else 1)
+    assert_close(pairs, exact=True)
+    assert pairs[0][0].shape[0] > 0
+    assert "NonMaxSuppression" in {n.op_type for n in converted.graph.node}
+
+
+@pytest.mark.parametrize("version", [3, 4, 5, 9])
+def test_nms_output_type_i32(tmp_path, version):
+    pairs, _ = run_nms(tmp_path, version, output_type="i32")
+    assert_close(pairs, exact=True)
+    assert pairs[0][0].dtype == np.int32
+
+
+@pytest.mark.parametrize(
+    ("iou", "score", "max_boxes"),
+    [
+        (1.0, 0.2, 4),  # identical boxes are suppressed at IoU == threshold
+        (0.0, 0.2, 4),  # every box suppresses every other: one per class
+        (1.5, 0.2, 4),  # nothing suppressed
+        (0.4, 0.99, 4),  # nothing scores high enough: empty outputs
+        (0.4, 0.0, 100),  # more boxes allowed than there are
+    ],
+)
+def test_nms_thresholds_match_openvino_at_the_edges(tmp_path, iou, score, max_boxes):
+    pairs, _ = run_nms(tmp_path, 9, iou=iou, score=score, max_boxes=max_boxes, sort=True)
+    assert_close(pairs, exact=True)
+
+
+def test_nms_with_no_boxes_allowed_selects_none(tmp_path):
+    """OpenVINO's CPU plugin leaves valid_outputs uninitialised here; the rows agree."""
+    indices, scores, valid = run_nms(tmp_path, 9, max_boxes=0)[0]
+    assert_close([indices, scores], exact=True)
+    assert indices[0].shape == (0, 3)
+    assert valid[0].tolist() == [0]
+
+
+@pytest.mark.parametrize("version", [5, 9])
+@pytest.mark.parametrize("sort", [False, True])
+@pytest.mark.parametrize("sigma", [0.3, 1.0])
+def test_soft_nms_matches_openvino(tmp_path, version, sort, sigma):
+    pairs, converted = run_nms(tmp_path, version, sigma=sigma, sort=sort, iou=0.6, score=0.1)
+    indices, scores, valid = pairs
+    assert_close([indices, valid], exact=True)
+    assert_close([scores], atol=1e-6, rtol=1e-6)
+    assert "Loop" in {n.op_type for n in converted.graph.node}
+    _, original = detections()
+    batch, cls, box = indices[0].T
+    assert (scores[0][:, 2] < original[batch, cls, box]).any(), "no score was decayed"
+
+
+def test_nms_thresholds_may_be_run_time_inputs(tmp_path):
+    boxes, scores = detections()
+
+    def build(b, s, iou, score, sigma):
+        node = o9.non_max_suppression(b, s, const(5, np.int64), iou, score, sigma, "corner")
+        return list(node.outputs())
+
+    feeds = {
+        "in0": boxes,
+        "in1": scores,
+        "in2": np.array(0.5, F32),
+        "in3": np.array(0.3, F32),
+        "in4": np.array(0.0, F32),
+    }
+    shapes = [list(boxes.shape), list(scores.shape), [], [], []]
+    pairs, _ = run_both(tmp_path, build, shapes, feeds=feeds)
+    assert_close(pairs, exact=True)
+
+
+def test_nms_refuses_an_unknown_box_encoding(tmp_path):
+    boxes, scores = detections()
+    b = o1.parameter(list(boxes.shape), F32, name="b")
+    s = o1.parameter(list(scores.shape), F32, name="s")
+    node = o9.non_max_suppression(b, s, const(3, np.int64), const(0.5), const(0.1))
+    xml = save(tmp_path, list(node.outputs()), [b, s])
+    refused(xml, "box_encoding", "corner", "diagonal")
