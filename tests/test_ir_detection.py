@@ -14,6 +14,7 @@ import openvino.opset1 as o1  # noqa: E402
 import openvino.opset3 as o3  # noqa: E402
 import openvino.opset4 as o4  # noqa: E402
 import openvino.opset5 as o5  # noqa: E402
+import openvino.opset6 as o6  # noqa: E402
 import openvino.opset9 as o9  # noqa: E402
 
 pytestmark = pytest.mark.openvino
@@ -27,6 +28,8 @@ COVERED_LAYERS = {
     ("NonMaxSuppression", "opset4"),
     ("NonMaxSuppression", "opset5"),
     ("NonMaxSuppression", "opset9"),
+    ("CTCGreedyDecoder", "opset1"),
+    ("CTCGreedyDecoderSeqLen", "opset6"),
 }
 
 
@@ -224,3 +227,69 @@ def test_nms_refuses_an_unknown_box_encoding(tmp_path):
     node = o9.non_max_suppression(b, s, const(3, np.int64), const(0.5), const(0.1))
     xml = save(tmp_path, list(node.outputs()), [b, s])
     refused(xml, "box_encoding", "corner", "diagonal")
+
+
+# -- CTC greedy decoding --------------------------------------------------------------------
+
+
+def peaked_logits(shape, seed=0):
+    """Logits whose argmax repeats and hits the blank often (classes drawn from 4)."""
+    rng = np.random.default_rng(seed)
+    logits = rng.standard_normal(shape).astype(F32)
+    picks = rng.integers(0, min(4, shape[-1]), shape[:-1])
+    picks[..., 1::3] = shape[-1] - 1
+    np.put_along_axis(logits, picks[..., None], 5.0, axis=-1)
+    return logits
+
+
+@pytest.mark.parametrize("merge", [True, False])
+def test_ctc_greedy_decoder_matches_openvino(tmp_path, merge):
+    steps, batch, classes = 9, 3, 5
+    data = peaked_logits([steps, batch, classes])
+    mask = np.ones((steps, batch), F32)
+    mask[6:, 1] = 0
+    mask[2:, 2] = 0
+    mask[7, 2] = 1  # a sequence ends at its first zero, whatever follows
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x, m: o1.ctc_greedy_decoder(x, m, merge),
+        [list(data.shape), list(mask.shape)],
+        feeds={"in0": data, "in1": mask},
+    )
+    assert_close(pairs, exact=True)
+    assert (pairs[0][0] == -1).any()
+
+
+@pytest.mark.parametrize("merge", [True, False])
+@pytest.mark.parametrize("blank", [None, 0, 2])
+@pytest.mark.parametrize(("classes_type", "lengths_type"), [("i32", "i32"), ("i64", "i32")])
+def test_ctc_greedy_decoder_seq_len_matches_openvino(
+    tmp_path, merge, blank, classes_type, lengths_type
+):
+    batch, steps, classes = 3, 8, 5
+    data = peaked_logits([batch, steps, classes], seed=1)
+    lengths = np.array([8, 5, 0], np.int32)
+
+    def build(x, length):
+        blank_input = None if blank is None else const(blank, np.int32)
+        node = o6.ctc_greedy_decoder_seq_len(
+            x, length, blank_input, merge, classes_type, lengths_type
+        )
+        return list(node.outputs())
+
+    pairs, _ = run_both(
+        tmp_path,
+        build,
+        [list(data.shape), [batch]],
+        [F32, np.int32],
+        feeds={"in0": data, "in1": lengths},
+    )
+    assert_close(pairs, exact=True)
+    assert pairs[0][0].dtype == (np.int32 if classes_type == "i32" else np.int64)
+
+
+def test_ctc_greedy_decoder_refuses_a_non_boolean_merge_flag(tmp_path):
+    data = o1.parameter([4, 1, 3], F32, name="x")
+    mask = o1.parameter([4, 1], F32, name="m")
+    xml = save(tmp_path, [o1.ctc_greedy_decoder(data, mask, True)], [data, mask])
+    refused(xml, "ctc_merge_repeated", "true", "maybe")

@@ -2,6 +2,7 @@
 
 from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register converters
     convolution,
+    ctc,
     data_movement,
     detection,
     detection_output,
