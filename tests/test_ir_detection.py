@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import b2s_onnx
+from b2s_onnx.parity.runtime import run_onnxruntime
 from tests.test_ir_ops import assert_close, run_both
 
 ov = pytest.importorskip("openvino")
@@ -30,6 +31,8 @@ COVERED_LAYERS = {
     ("NonMaxSuppression", "opset9"),
     ("CTCGreedyDecoder", "opset1"),
     ("CTCGreedyDecoderSeqLen", "opset6"),
+    ("ROIAlign", "opset3"),
+    ("ROIAlign", "opset9"),
 }
 
 
@@ -41,6 +44,25 @@ def save(tmp_path, outputs, params, name="model.xml"):
     xml = tmp_path / name
     ov.save_model(ov.Model(outputs, params), xml, compress_to_fp16=False)
     return xml
+
+
+def compare(tmp_path, build, feeds, opset=18):
+    """Like run_both, for models whose inputs all come from ``feeds`` (name -> array), at a
+    chosen ONNX opset: (ours, OpenVINO's) pairs."""
+    params = [
+        o1.parameter(list(value.shape), value.dtype, name=name) for name, value in feeds.items()
+    ]
+    outputs = build(*params)
+    outputs = outputs if isinstance(outputs, list | tuple) else [outputs]
+    xml = save(tmp_path, [o.output(0) if hasattr(o, "output") else o for o in outputs], params)
+    converted = b2s_onnx.convert_ir(xml, opset=opset)
+    ours = run_onnxruntime(converted, feeds)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    theirs = compiled(feeds)
+    return [
+        (ours[next(n for n in ours if n in port.get_names())], np.asarray(theirs[port]))
+        for port in compiled.outputs
+    ]
 
 
 def refused(xml, key, old, new):
@@ -293,3 +315,52 @@ def test_ctc_greedy_decoder_refuses_a_non_boolean_merge_flag(tmp_path):
     mask = o1.parameter([4, 1], F32, name="m")
     xml = save(tmp_path, [o1.ctc_greedy_decoder(data, mask, True)], [data, mask])
     refused(xml, "ctc_merge_repeated", "true", "maybe")
+
+
+# -- ROI pooling ----------------------------------------------------------------------------
+
+ROIS = np.array(
+    [[1, 1, 7, 6], [0.5, 2.3, 11.2, 9.1], [-2, -1, 3, 3], [4, 4, 4.5, 4.2], [9, 8, 14, 13]],
+    F32,
+)
+
+
+def roi_feeds(seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "data": rng.standard_normal((2, 3, 10, 12)).astype(F32),
+        "rois": ROIS,
+        "batch": np.array([0, 1, 1, 0, 1], np.int32),
+    }
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("ratio", [0, 2])
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_roi_align_3_matches_openvino(tmp_path, mode, ratio, scale):
+    pairs = compare(
+        tmp_path,
+        lambda x, r, b: o3.roi_align(x, r, b, 3, 4, ratio, scale, mode),
+        roi_feeds(),
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("aligned", ["asymmetric", "half_pixel_for_nn", "half_pixel"])
+@pytest.mark.parametrize("opset", [13, 18])
+def test_roi_align_9_matches_openvino(tmp_path, mode, aligned, opset):
+    pairs = compare(
+        tmp_path,
+        lambda x, r, b: o9.roi_align(x, r, b, 2, 3, 0, 0.5, mode, aligned),
+        roi_feeds(1),
+        opset=opset,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+def test_roi_align_refuses_an_unknown_mode(tmp_path):
+    feeds = roi_feeds()
+    params = [o1.parameter(list(v.shape), v.dtype, name=k) for k, v in feeds.items()]
+    xml = save(tmp_path, [o9.roi_align(*params, 2, 2, 1, 1.0, "avg", "half_pixel")], params)
+    refused(xml, "aligned_mode", "half_pixel", "quarter_pixel")

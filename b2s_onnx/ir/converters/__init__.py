@@ -11,6 +11,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     nonzero,
     reduce,
     resize,
+    roi,
     shape_ops,
 )
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops

@@ -1,0 +1,283 @@
+"""Region-of-interest pooling: ROIAlign-3/9, ROIPooling-1, PSROIPooling-1.
+
+ONNX's RoiAlign computes OpenVINO's average mode (OpenVINO's ``half_pixel`` only shifts the
+boxes by half a pixel more); its max mode is a different formula (onnxruntime takes the
+maximum of the weighted corner terms), so max pooling, and every mode ONNX's opset cannot
+express, is composed here: per ROI sample grids, bilinear interpolation by gathering the
+four neighbours from a [N*H*W, C] view of the feature map, then a masked reduction.
+Sampling counts that depend on each ROI's size (``sampling_ratio`` 0) are handled with the
+largest count over all ROIs and a mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from onnx import TensorProto
+
+from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Choice, Float, Int
+from b2s_onnx.ir.reader import Layer
+
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.int64))
+
+
+def _f32(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.float32))
+
+
+def _as_float(ctx: ConversionContext, tensor: str) -> str:
+    if ctx.type_of(tensor) == TensorProto.FLOAT:
+        return tensor
+    return ctx.one("Cast", [tensor], to=TensorProto.FLOAT)
+
+
+def _finish(ctx: ConversionContext, layer: Layer, value: str) -> None:
+    """Writes a float32 result as the layer's output, in the element type the IR declares."""
+    out = ctx.out(layer)
+    if ctx.type_of(out) == TensorProto.FLOAT:
+        ctx.one("Identity", [value], out)
+    else:
+        ctx.one("Cast", [value], out, to=ctx.type_of(out))
+
+
+def _column(ctx: ConversionContext, rois: str, index: int) -> str:
+    """Column ``index`` of a [R, K] tensor, as [R, 1]."""
+    return ctx.one(
+        "Slice", [rois, _i64(ctx, "b", [index]), _i64(ctx, "e", [index + 1]), _i64(ctx, "ax", [1])]
+    )
+
+
+@dataclass(frozen=True)
+class FeatureMap:
+    """A feature map [N, C, H, W] viewed as rows [N*H*W, C] for gathering pixels."""
+
+    rows: str
+    height: str  # int64 scalars
+    width: str
+
+    @classmethod
+    def of(cls, ctx: ConversionContext, data: str) -> FeatureMap:
+        shape = ctx.one("Shape", [data])
+        height = ctx.one("Gather", [shape, _i64(ctx, "h", 2)])
+        width = ctx.one("Gather", [shape, _i64(ctx, "w", 3)])
+        channels = ctx.one("Slice", [shape, _i64(ctx, "b", [1]), _i64(ctx, "e", [2])])
+        rows = ctx.one(
+            "Reshape",
+            [
+                ctx.one("Transpose", [data], perm=[0, 2, 3, 1]),
+                ctx.one("Concat", [_i64(ctx, "all", [-1]), channels], axis=0),
+            ],
+        )
+        return cls(rows, height, width)
+
+    def pixels(self, ctx: ConversionContext, batch: str, ys: str, xs: str) -> str:
+        """data[batch, :, ys, xs] for int64 batch [R, 1, 1], ys [R, A, 1], xs [R, 1, B]:
+        [R, A, B, C]."""
+        index = ctx.one(
+            "Add",
+            [
+                ctx.one(
+                    "Mul",
+                    [ctx.one("Add", [ctx.one("Mul", [batch, self.height]), ys]), self.width],
+                ),
+                xs,
+            ],
+        )
+        return ctx.one("Gather", [self.rows, index], axis=0)
+
+    def bilinear(self, ctx: ConversionContext, batch: str, ys: str, xs: str) -> str:
+        """Bilinear samples at float ys [R, A] and xs [R, B], clamped into the map:
+        [R, A, B, C]."""
+        y_lo, y_hi, y_frac = self._neighbours(ctx, ys, self.height, [2])
+        x_lo, x_hi, x_frac = self._neighbours(ctx, xs, self.width, [1])
+        batch = ctx.one("Unsqueeze", [batch, _i64(ctx, "ax", [2])])
+        one = _f32(ctx, "one", 1.0)
+        y_frac = ctx.one("Unsqueeze", [y_frac, _i64(ctx, "ax", [2, 3])])
+        x_frac = ctx.one("Unsqueeze", [x_frac, _i64(ctx, "ax", [1, 3])])
+        y_rest, x_rest = ctx.one("Sub", [one, y_frac]), ctx.one("Sub", [one, x_frac])
+        terms = [
+            ctx.one("Mul", [ctx.one("Mul", [wy, wx]), self.pixels(ctx, batch, y, x)])
+            for y, wy in ((y_lo, y_rest), (y_hi, y_frac))
+            for x, wx in ((x_lo, x_rest), (x_hi, x_frac))
+        ]
+        return ctx.one("Sum", terms)
+
+    def _neighbours(
+        self, ctx: ConversionContext, coords: str, size: str, axis: list[int]
+    ) -> tuple[str, str, str]:
+        limit = ctx.one("Cast", [ctx.one("Sub", [size, _i64(ctx, "one", 1)])], to=TensorProto.FLOAT)
+        clamped = ctx.one("Min", [ctx.one("Max", [coords, _f32(ctx, "zero", 0.0)]), limit])
+        low = ctx.one("Floor", [clamped])
+        frac = ctx.one("Sub", [clamped, low])
+        low_i = ctx.one("Cast", [low], to=TensorProto.INT64)
+        high_i = ctx.one(
+            "Min",
+            [
+                ctx.one("Add", [low_i, _i64(ctx, "one", 1)]),
+                ctx.one("Sub", [size, _i64(ctx, "one", 1)]),
+            ],
+        )
+        ax = _i64(ctx, "ax", axis)
+        return ctx.one("Unsqueeze", [low_i, ax]), ctx.one("Unsqueeze", [high_i, ax]), frac
+
+
+# -- ROIAlign ---------------------------------------------------------------------------------
+
+_ROI_ALIGN = {
+    "pooled_h": Int(required=True, minimum=1),
+    "pooled_w": Int(required=True, minimum=1),
+    "sampling_ratio": Int(required=True, minimum=0),
+    "spatial_scale": Float(required=True),
+    "mode": Choice(allowed=("avg", "max"), required=True),
+}
+_ALIGNED = {
+    "aligned_mode": Choice(
+        allowed=("asymmetric", "half_pixel_for_nn", "half_pixel"), default="asymmetric"
+    )
+}
+
+
+def _sample_axis(
+    ctx: ConversionContext, start: str, size: str, bins: int, ratio: int
+) -> tuple[str, str, str]:
+    """Sample coordinates of one axis: [R, bins * S] where S is the largest per-ROI sample
+    count, the mask of samples that exist for their ROI, and the per-ROI count [R, 1]."""
+    bin_size = ctx.one("Div", [size, _f32(ctx, "bins", float(bins))])
+    if ratio > 0:
+        count = _f32(ctx, "ratio", [[float(ratio)]])
+        most = _f32(ctx, "most", float(ratio))
+    else:
+        count = ctx.one("Ceil", [bin_size])
+        most = ctx.reduce("ReduceMax", count, None, False)
+    samples = ctx.one("Range", [_f32(ctx, "zero", 0.0), most, _f32(ctx, "one", 1.0)])
+    samples = ctx.one("Unsqueeze", [samples, _i64(ctx, "ax", [0, 1])])  # [1, 1, S]
+    cells = _f32(ctx, "cells", np.arange(bins, dtype=np.float32).reshape(1, bins, 1))
+    r3 = _i64(ctx, "ax", [2])
+    start3, bin3, count3 = (ctx.one("Unsqueeze", [t, r3]) for t in (start, bin_size, count))
+    step = ctx.one("Div", [bin3, count3])
+    coords = ctx.one(
+        "Add",
+        [
+            ctx.one("Add", [start3, ctx.one("Mul", [cells, bin3])]),
+            ctx.one("Mul", [ctx.one("Add", [samples, _f32(ctx, "half", 0.5)]), step]),
+        ],
+    )
+    exists = ctx.one("Less", [samples, count3])
+    exists = ctx.one("Expand", [exists, ctx.one("Shape", [coords])])
+    flat = _i64(ctx, "flat", [0, -1])
+    coords = ctx.one("Where", [exists, coords, _f32(ctx, "zero", 0.0)])
+    return ctx.one("Reshape", [coords, flat]), ctx.one("Reshape", [exists, flat]), count
+
+
+def _roi_align_composed(
+    ctx: ConversionContext, layer: Layer, data: str, rois: str, batch: str, aligned: str
+) -> str:
+    attrs = layer.attrs
+    scale = _f32(ctx, "scale", attrs["spatial_scale"])
+    fmap = FeatureMap.of(ctx, data)
+    starts, sizes = [], []
+    for low, high in ((1, 3), (0, 2)):  # y from columns 1 and 3, x from 0 and 2
+        begin, end = _column(ctx, rois, low), _column(ctx, rois, high)
+        if aligned == "asymmetric":
+            start = ctx.one("Mul", [begin, scale])
+            size = ctx.one("Sub", [ctx.one("Mul", [end, scale]), start])
+            size = ctx.one("Max", [size, _f32(ctx, "one", 1.0)])
+        else:
+            if aligned == "half_pixel":
+                start = ctx.one("Mul", [ctx.one("Add", [begin, _f32(ctx, "half", 0.5)]), scale])
+            else:
+                start = ctx.one("Mul", [begin, scale])
+            start = ctx.one("Sub", [start, _f32(ctx, "half", 0.5)])
+            size = ctx.one("Mul", [ctx.one("Sub", [end, begin]), scale])
+        starts.append(start)
+        sizes.append(size)
+    ratio = attrs["sampling_ratio"]
+    ys, y_exists, y_count = _sample_axis(ctx, starts[0], sizes[0], attrs["pooled_h"], ratio)
+    xs, x_exists, x_count = _sample_axis(ctx, starts[1], sizes[1], attrs["pooled_w"], ratio)
+    batch = ctx.one("Unsqueeze", [ctx.int64(batch), _i64(ctx, "ax", [1])])
+    values = fmap.bilinear(ctx, batch, ys, xs)  # [R, PH*Sy, PW*Sx, C]
+
+    def inside(coords: str, size: str) -> str:
+        limit = ctx.one("Cast", [size], to=TensorProto.FLOAT)
+        return ctx.one(
+            "And",
+            [
+                ctx.one("GreaterOrEqual", [coords, _f32(ctx, "m1", -1.0)]),
+                ctx.one("LessOrEqual", [coords, limit]),
+            ],
+        )
+
+    rows = ctx.one("And", [y_exists, inside(ys, fmap.height)])
+    cols = ctx.one("And", [x_exists, inside(xs, fmap.width)])
+    used = ctx.one(
+        "And",
+        [
+            ctx.one("Unsqueeze", [rows, _i64(ctx, "ax", [2, 3])]),
+            ctx.one("Unsqueeze", [cols, _i64(ctx, "ax", [1, 3])]),
+        ],
+    )
+    values = ctx.one("Where", [used, values, _f32(ctx, "zero", 0.0)])
+    shape = ctx.one("Shape", [values])
+    grid = ctx.one(
+        "Concat",
+        [
+            _i64(ctx, "grid", [0, attrs["pooled_h"], -1, attrs["pooled_w"]]),
+            ctx.one(
+                "Div",
+                [
+                    ctx.one("Slice", [shape, _i64(ctx, "b", [2]), _i64(ctx, "e", [3])]),
+                    _i64(ctx, "pw", [attrs["pooled_w"]]),
+                ],
+            ),
+            ctx.one("Slice", [shape, _i64(ctx, "b", [3]), _i64(ctx, "e", [4])]),
+        ],
+        axis=0,
+    )
+    cells = ctx.one("Reshape", [values, grid])  # [R, PH, Sy, PW, Sx, C]
+    if attrs["mode"] == "max":  # OpenVINO's maximum starts from 0
+        pooled = ctx.one(
+            "Max", [ctx.reduce("ReduceMax", cells, [2, 4], False), _f32(ctx, "zero", 0.0)]
+        )
+    else:
+        total = ctx.reduce("ReduceSum", cells, [2, 4], False)
+        count = ctx.one("Mul", [y_count, x_count])  # [R, 1]
+        count = ctx.one("Unsqueeze", [count, _i64(ctx, "ax", [2, 3])])
+        pooled = ctx.one("Div", [total, ctx.one("Max", [count, _f32(ctx, "one", 1.0)])])
+    return ctx.one("Transpose", [pooled], perm=[0, 3, 1, 2])
+
+
+def roi_align(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    data, rois = _as_float(ctx, inputs[0]), _as_float(ctx, inputs[1])
+    attrs = layer.attrs
+    aligned = attrs.get("aligned_mode", "asymmetric")
+    native = attrs["mode"] == "avg" and (aligned == "asymmetric" or ctx.opset >= 16)
+    if not native:
+        _finish(ctx, layer, _roi_align_composed(ctx, layer, data, rois, inputs[2], aligned))
+        return
+    extra = {}
+    if ctx.opset >= 16:
+        extra["coordinate_transformation_mode"] = (
+            "output_half_pixel" if aligned == "asymmetric" else "half_pixel"
+        )
+    if aligned == "half_pixel":  # ((x + 0.5) * scale) - 0.5: ONNX's half_pixel after a shift
+        rois = ctx.one("Add", [rois, _f32(ctx, "half", 0.5)])
+    pooled = ctx.one(
+        "RoiAlign",
+        [data, rois, ctx.int64(inputs[2])],
+        mode="avg",
+        output_height=attrs["pooled_h"],
+        output_width=attrs["pooled_w"],
+        sampling_ratio=attrs["sampling_ratio"],
+        spatial_scale=attrs["spatial_scale"],
+        **extra,
+    )
+    _finish(ctx, layer, pooled)
+
+
+converts("ROIAlign", (3,), inputs=(3, 3), attrs=_ROI_ALIGN)(roi_align)
+converts("ROIAlign", (9,), inputs=(3, 3), attrs={**_ROI_ALIGN, **_ALIGNED})(roi_align)
