@@ -12,6 +12,7 @@ from tests.test_ir_ops import assert_close, run_both
 
 ov = pytest.importorskip("openvino")
 import openvino.opset1 as o1  # noqa: E402
+import openvino.opset2 as o2  # noqa: E402
 import openvino.opset3 as o3  # noqa: E402
 import openvino.opset4 as o4  # noqa: E402
 import openvino.opset5 as o5  # noqa: E402
@@ -33,6 +34,7 @@ COVERED_LAYERS = {
     ("CTCGreedyDecoderSeqLen", "opset6"),
     ("ROIAlign", "opset3"),
     ("ROIAlign", "opset9"),
+    ("ROIPooling", "opset2"),
 }
 
 
@@ -364,3 +366,35 @@ def test_roi_align_refuses_an_unknown_mode(tmp_path):
     params = [o1.parameter(list(v.shape), v.dtype, name=k) for k, v in feeds.items()]
     xml = save(tmp_path, [o9.roi_align(*params, 2, 2, 1, 1.0, "avg", "half_pixel")], params)
     refused(xml, "aligned_mode", "half_pixel", "quarter_pixel")
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.7])
+@pytest.mark.parametrize("pooled", [(2, 3), (1, 1), (4, 4)])
+def test_roi_pooling_max_matches_openvino(tmp_path, scale, pooled):
+    feeds = roi_feeds(2)
+    feeds["rois"] = np.concatenate([feeds.pop("batch")[:, None].astype(F32), ROIS], axis=1)
+    pairs = compare(
+        tmp_path,
+        lambda x, r: o2.roi_pooling(x, r, output_roi=list(pooled), spatial_scale=scale),
+        feeds,
+    )
+    assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("pooled", [(2, 3), (1, 1), (4, 5)])
+def test_roi_pooling_bilinear_matches_openvino(tmp_path, pooled):
+    feeds = roi_feeds(3)
+    boxes = np.array(
+        [[0.1, 0.1, 0.7, 0.6], [0.0, 0.2, 1.0, 0.9], [-0.2, -0.1, 0.3, 0.3], [0.4, 0.4, 0.45, 1.2]],
+        F32,
+    )
+    feeds["rois"] = np.concatenate([np.array([[0], [1], [1], [0]], F32), boxes], axis=1)
+    del feeds["batch"]
+    pairs = compare(
+        tmp_path,
+        lambda x, r: o2.roi_pooling(
+            x, r, output_roi=list(pooled), spatial_scale=1.0, method="bilinear"
+        ),
+        feeds,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)

@@ -1,4 +1,4 @@
-"""Region-of-interest pooling: ROIAlign-3/9, ROIPooling-1, PSROIPooling-1.
+"""Region-of-interest pooling: ROIAlign-3/9, ROIPooling (IR version opset2), PSROIPooling-1.
 
 ONNX's RoiAlign computes OpenVINO's average mode (OpenVINO's ``half_pixel`` only shifts the
 boxes by half a pixel more); its max mode is a different formula (onnxruntime takes the
@@ -281,3 +281,76 @@ def roi_align(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
 
 converts("ROIAlign", (3,), inputs=(3, 3), attrs=_ROI_ALIGN)(roi_align)
 converts("ROIAlign", (9,), inputs=(3, 3), attrs={**_ROI_ALIGN, **_ALIGNED})(roi_align)
+
+
+# -- ROIPooling -----------------------------------------------------------------------------
+
+
+def _bilinear_roi_pooling(ctx: ConversionContext, layer: Layer, data: str, rois: str) -> str:
+    """ROIPooling's bilinear method: boxes in [0, 1] coordinates, ``pooled`` points spread
+    from the box's first to its last pixel (one point: its centre); points outside the map
+    give 0."""
+    fmap = FeatureMap.of(ctx, data)
+    coords, inside = [], []
+    for low, high, size, pooled in (
+        (2, 4, fmap.height, layer.attrs["pooled_h"]),
+        (1, 3, fmap.width, layer.attrs["pooled_w"]),
+    ):
+        last = ctx.one("Cast", [ctx.one("Sub", [size, _i64(ctx, "one", 1)])], to=TensorProto.FLOAT)
+        begin, end = _column(ctx, rois, low), _column(ctx, rois, high)
+        if pooled > 1:
+            step = ctx.one(
+                "Div",
+                [ctx.one("Mul", [ctx.one("Sub", [end, begin]), last]), _f32(ctx, "n", pooled - 1)],
+            )
+            cells = _f32(ctx, "cells", np.arange(pooled, dtype=np.float32)[None])
+            points = ctx.one("Add", [ctx.one("Mul", [cells, step]), ctx.one("Mul", [begin, last])])
+        else:
+            middle = ctx.one("Mul", [ctx.one("Add", [begin, end]), _f32(ctx, "half", 0.5)])
+            points = ctx.one("Mul", [middle, last])
+        coords.append(points)
+        inside.append(
+            ctx.one(
+                "And",
+                [
+                    ctx.one("GreaterOrEqual", [points, _f32(ctx, "zero", 0.0)]),
+                    ctx.one("LessOrEqual", [points, last]),
+                ],
+            )
+        )
+    batch = ctx.one("Cast", [_column(ctx, rois, 0)], to=TensorProto.INT64)
+    values = fmap.bilinear(ctx, batch, coords[0], coords[1])  # [R, PH, PW, C]
+    used = ctx.one(
+        "And",
+        [
+            ctx.one("Unsqueeze", [inside[0], _i64(ctx, "ax", [2, 3])]),
+            ctx.one("Unsqueeze", [inside[1], _i64(ctx, "ax", [1, 3])]),
+        ],
+    )
+    values = ctx.one("Where", [used, values, _f32(ctx, "zero", 0.0)])
+    return ctx.one("Transpose", [values], perm=[0, 3, 1, 2])
+
+
+@converts(
+    "ROIPooling",
+    (2,),
+    inputs=(2, 2),
+    attrs={
+        "pooled_h": Int(required=True, minimum=1),
+        "pooled_w": Int(required=True, minimum=1),
+        "spatial_scale": Float(required=True),
+        "method": Choice(allowed=("max", "bilinear"), default="max"),
+    },
+)
+def roi_pooling(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    data, rois = _as_float(ctx, inputs[0]), _as_float(ctx, inputs[1])
+    if layer.attrs["method"] == "bilinear":
+        _finish(ctx, layer, _bilinear_roi_pooling(ctx, layer, data, rois))
+        return
+    pooled = ctx.one(
+        "MaxRoiPool",
+        [data, rois],
+        pooled_shape=[layer.attrs["pooled_h"], layer.attrs["pooled_w"]],
+        spatial_scale=layer.attrs["spatial_scale"],
+    )
+    _finish(ctx, layer, pooled)
