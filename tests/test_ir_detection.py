@@ -35,6 +35,7 @@ COVERED_LAYERS = {
     ("ROIAlign", "opset3"),
     ("ROIAlign", "opset9"),
     ("ROIPooling", "opset2"),
+    ("PSROIPooling", "opset1"),
 }
 
 
@@ -398,3 +399,36 @@ def test_roi_pooling_bilinear_matches_openvino(tmp_path, pooled):
         feeds,
     )
     assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("group", [1, 2, 3])
+@pytest.mark.parametrize("scale", [1.0, 0.5])
+def test_psroi_pooling_average_matches_openvino(tmp_path, group, scale):
+    rng = np.random.default_rng(group)
+    output_dim = 2
+    data = rng.standard_normal((2, output_dim * group * group, 9, 11)).astype(F32)
+    rois = np.array(
+        [[0, 1, 1, 7, 6], [1, 0.5, 2.5, 10.4, 8.6], [1, 3, 3, 3.2, 3.4], [0, 6, 2, 16, 12]], F32
+    )
+    pairs = compare(
+        tmp_path,
+        lambda x, r: o1.psroi_pooling(x, r, output_dim, group, scale, 1, 1, "average"),
+        {"data": data, "rois": rois},
+    )
+    assert_close(pairs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("group", "bins_x", "bins_y"), [(1, 1, 1), (2, 2, 3), (3, 2, 1)])
+def test_psroi_pooling_bilinear_matches_openvino(tmp_path, group, bins_x, bins_y):
+    rng = np.random.default_rng(group)
+    output_dim = 2
+    data = rng.standard_normal((2, output_dim * bins_x * bins_y, 9, 11)).astype(F32)
+    rois = np.array(
+        [[0, 0.1, 0.1, 0.7, 0.6], [1, 0.0, 0.2, 1.0, 0.9], [1, 0.3, 0.3, 0.32, 0.4]], F32
+    )
+    pairs = compare(
+        tmp_path,
+        lambda x, r: o1.psroi_pooling(x, r, output_dim, group, 1.0, bins_x, bins_y, "bilinear"),
+        {"data": data, "rois": rois},
+    )
+    assert_close(pairs, atol=1e-5, rtol=1e-5)

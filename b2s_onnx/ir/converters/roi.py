@@ -354,3 +354,193 @@ def roi_pooling(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None
         spatial_scale=layer.attrs["spatial_scale"],
     )
     _finish(ctx, layer, pooled)
+
+
+# -- PSROIPooling ---------------------------------------------------------------------------
+
+
+def _round_half_away(ctx: ConversionContext, value: str) -> str:
+    """C's roundf (ONNX's Round rounds halves to even)."""
+    magnitude = ctx.one("Floor", [ctx.one("Add", [ctx.one("Abs", [value]), _f32(ctx, "h", 0.5)])])
+    return ctx.one("Mul", [ctx.one("Sign", [value]), magnitude])
+
+
+def _bin_edges(
+    ctx: ConversionContext, start: str, bin_size: str, bins: int, size: str
+) -> tuple[str, str]:
+    """First and past-the-end pixel of each of ``bins`` bins per ROI, clipped to the map
+    (a bin wholly outside it is empty): two [R, bins] float tensors."""
+    cells = _f32(ctx, "cells", np.arange(bins + 1, dtype=np.float32)[None])
+    edges = ctx.one("Add", [start, ctx.one("Mul", [cells, bin_size])])  # [R, bins + 1]
+    lower = ctx.one(
+        "Slice", [edges, _i64(ctx, "b", [0]), _i64(ctx, "e", [bins]), _i64(ctx, "a", [1])]
+    )
+    upper = ctx.one(
+        "Slice", [edges, _i64(ctx, "b", [1]), _i64(ctx, "e", [bins + 1]), _i64(ctx, "a", [1])]
+    )
+    size_f = ctx.one("Cast", [size], to=TensorProto.FLOAT)
+    zero = _f32(ctx, "zero", 0.0)
+    first = ctx.one("Min", [ctx.one("Max", [ctx.one("Floor", [lower]), zero]), size_f])
+    end = ctx.one("Max", [ctx.one("Min", [ctx.one("Ceil", [upper]), size_f]), first])
+    return first, end
+
+
+def _in_bins(ctx: ConversionContext, first: str, end: str, size: str, axis: list[int]) -> str:
+    """Float mask [R, bins, size] of the pixels in each bin, unsqueezed at ``axis``."""
+    pixels = ctx.one(
+        "Cast",
+        [ctx.one("Range", [_i64(ctx, "z", 0), size, _i64(ctx, "s", 1)])],
+        to=TensorProto.FLOAT,
+    )
+    last = _i64(ctx, "ax", [2])
+    inside = ctx.one(
+        "And",
+        [
+            ctx.one("GreaterOrEqual", [pixels, ctx.one("Unsqueeze", [first, last])]),
+            ctx.one("Less", [pixels, ctx.one("Unsqueeze", [end, last])]),
+        ],
+    )
+    mask = ctx.one("Cast", [inside], to=TensorProto.FLOAT)
+    return ctx.one("Unsqueeze", [mask, _i64(ctx, "ax", axis)])
+
+
+def _average_psroi(ctx: ConversionContext, layer: Layer, data: str, rois: str) -> str:
+    groups, channels = layer.attrs["group_size"], layer.attrs["output_dim"]
+    scale = _f32(ctx, "scale", layer.attrs["spatial_scale"])
+    shape = ctx.one("Shape", [data])
+    height = ctx.one("Gather", [shape, _i64(ctx, "h", 2)])
+    width = ctx.one("Gather", [shape, _i64(ctx, "w", 3)])
+    edges = []
+    for low, high, size in ((2, 4, height), (1, 3, width)):
+        start = ctx.one("Mul", [_round_half_away(ctx, _column(ctx, rois, low)), scale])
+        end = ctx.one(
+            "Mul",
+            [
+                ctx.one(
+                    "Add", [_round_half_away(ctx, _column(ctx, rois, high)), _f32(ctx, "one", 1.0)]
+                ),
+                scale,
+            ],
+        )
+        bin_size = ctx.one("Div", [ctx.one("Sub", [end, start]), _f32(ctx, "g", float(groups))])
+        edges.append(_bin_edges(ctx, start, bin_size, groups, size))
+    batch = ctx.one(
+        "Cast",
+        [ctx.one("Squeeze", [_column(ctx, rois, 0), _i64(ctx, "ax", [1])])],
+        to=TensorProto.INT64,
+    )
+    picked = ctx.one("Gather", [data, batch], axis=0)  # [R, C, H, W]
+    grid = ctx.one(
+        "Concat",
+        [
+            _i64(ctx, "grid", [0, channels, groups, groups]),
+            ctx.one("Slice", [shape, _i64(ctx, "b", [2]), _i64(ctx, "e", [4])]),
+        ],
+        axis=0,
+    )
+    cells = ctx.one("Reshape", [picked, grid])  # [R, OD, PH, PW, H, W]
+    (y_first, y_end), (x_first, x_end) = edges
+    cols = _in_bins(ctx, x_first, x_end, width, [1, 2, 4])  # [R, 1, 1, PW, 1, W]
+    rows = _in_bins(ctx, y_first, y_end, height, [1, 3])  # [R, 1, PH, 1, H]
+    summed = ctx.reduce("ReduceSum", ctx.one("Mul", [cells, cols]), [5], False)
+    summed = ctx.reduce("ReduceSum", ctx.one("Mul", [summed, rows]), [4], False)
+    counts = ctx.one(
+        "Mul",
+        [
+            ctx.one("Unsqueeze", [ctx.one("Sub", [y_end, y_first]), _i64(ctx, "ax", [1, 3])]),
+            ctx.one("Unsqueeze", [ctx.one("Sub", [x_end, x_first]), _i64(ctx, "ax", [1, 2])]),
+        ],
+    )
+    empty = ctx.one("Equal", [counts, _f32(ctx, "zero", 0.0)])
+    safe = ctx.one("Where", [empty, _f32(ctx, "one", 1.0), counts])
+    return ctx.one("Where", [empty, _f32(ctx, "zero", 0.0), ctx.one("Div", [summed, safe])])
+
+
+def _bilinear_psroi(ctx: ConversionContext, layer: Layer, data: str, rois: str) -> str:
+    """Each output averages one bilinear sample per spatial bin, each bin read from its own
+    block of channels; the samples of all channels are taken, then the matching block is
+    picked by an identity mask over (bin, channel block)."""
+    groups, channels = layer.attrs["group_size"], layer.attrs["output_dim"]
+    bins_x, bins_y = layer.attrs["spatial_bins_x"], layer.attrs["spatial_bins_y"]
+    scale = _f32(ctx, "scale", layer.attrs["spatial_scale"])
+    fmap = FeatureMap.of(ctx, data)
+    points, inside = [], []
+    for low, high, size, bins in ((2, 4, fmap.height, bins_y), (1, 3, fmap.width, bins_x)):
+        start = ctx.one("Mul", [_column(ctx, rois, low), scale])
+        end = ctx.one("Mul", [_column(ctx, rois, high), scale])
+        bin_size = ctx.one("Div", [ctx.one("Sub", [end, start]), _f32(ctx, "n", float(bins))])
+        size_f = ctx.one("Cast", [size], to=TensorProto.FLOAT)
+        last = ctx.one("Sub", [size_f, _f32(ctx, "one", 1.0)])
+        spatial = _f32(ctx, "bins", np.arange(bins, dtype=np.float32).reshape(1, 1, bins))
+        bin_start = ctx.one(
+            "Add",
+            [
+                ctx.one("Unsqueeze", [start, _i64(ctx, "ax", [2])]),
+                ctx.one("Mul", [spatial, ctx.one("Unsqueeze", [bin_size, _i64(ctx, "ax", [2])])]),
+            ],
+        )  # [R, 1, bins]
+        if groups > 1:
+            step = ctx.one(
+                "Div", [ctx.one("Mul", [bin_size, last]), _f32(ctx, "g", float(groups - 1))]
+            )
+            cells = _f32(ctx, "cells", np.arange(groups, dtype=np.float32).reshape(1, groups, 1))
+            point = ctx.one(
+                "Add",
+                [
+                    ctx.one("Mul", [cells, ctx.one("Unsqueeze", [step, _i64(ctx, "ax", [2])])]),
+                    ctx.one("Mul", [bin_start, last]),
+                ],
+            )
+        else:
+            twice = ctx.one(
+                "Add",
+                [
+                    ctx.one("Add", [bin_start, bin_start]),
+                    ctx.one("Unsqueeze", [bin_size, _i64(ctx, "ax", [2])]),
+                ],
+            )
+            point = ctx.one("Div", [ctx.one("Mul", [twice, last]), _f32(ctx, "two", 2.0)])
+        point = ctx.one("Reshape", [point, _i64(ctx, "flat", [0, -1])])  # [R, groups * bins]
+        points.append(point)
+        inside.append(ctx.one("Less", [point, size_f]))
+    batch = ctx.one("Cast", [_column(ctx, rois, 0)], to=TensorProto.INT64)
+    values = fmap.bilinear(ctx, batch, points[0], points[1])  # [R, PH*BY, PW*BX, C]
+    used = ctx.one(
+        "And",
+        [
+            ctx.one("Unsqueeze", [inside[0], _i64(ctx, "ax", [2, 3])]),
+            ctx.one("Unsqueeze", [inside[1], _i64(ctx, "ax", [1, 3])]),
+        ],
+    )
+    values = ctx.one("Where", [used, values, _f32(ctx, "zero", 0.0)])
+    split = _i64(ctx, "split", [0, groups, bins_y, groups, bins_x, bins_y, bins_x, channels])
+    values = ctx.one("Reshape", [values, split])
+    pick_y = np.eye(bins_y, dtype=np.float32).reshape(1, 1, bins_y, 1, 1, bins_y, 1, 1)
+    pick_x = np.eye(bins_x, dtype=np.float32).reshape(1, 1, 1, 1, bins_x, 1, bins_x, 1)
+    picked = ctx.one(
+        "Mul", [ctx.one("Mul", [values, _f32(ctx, "pick_y", pick_y)]), _f32(ctx, "pick_x", pick_x)]
+    )
+    total = ctx.reduce("ReduceSum", picked, [2, 4, 5, 6], False)  # [R, PH, PW, OD]
+    mean = ctx.one("Div", [total, _f32(ctx, "bins", float(bins_x * bins_y))])
+    return ctx.one("Transpose", [mean], perm=[0, 3, 1, 2])
+
+
+@converts(
+    "PSROIPooling",
+    (1,),
+    inputs=(2, 2),
+    attrs={
+        "output_dim": Int(required=True, minimum=1),
+        "group_size": Int(default=1, minimum=1),
+        "spatial_scale": Float(required=True),
+        "mode": Choice(allowed=("average", "bilinear"), default="average"),
+        "spatial_bins_x": Int(default=1, minimum=1),
+        "spatial_bins_y": Int(default=1, minimum=1),
+    },
+)
+def psroi_pooling(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    data, rois = _as_float(ctx, inputs[0]), _as_float(ctx, inputs[1])
+    if layer.attrs["mode"] == "average":
+        _finish(ctx, layer, _average_psroi(ctx, layer, data, rois))
+    else:
+        _finish(ctx, layer, _bilinear_psroi(ctx, layer, data, rois))
