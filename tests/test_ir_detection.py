@@ -36,6 +36,8 @@ COVERED_LAYERS = {
     ("ROIAlign", "opset9"),
     ("ROIPooling", "opset2"),
     ("PSROIPooling", "opset1"),
+    ("RegionYolo", "opset1"),
+    ("ReorgYolo", "opset2"),
 }
 
 
@@ -432,3 +434,47 @@ def test_psroi_pooling_bilinear_matches_openvino(tmp_path, group, bins_x, bins_y
         {"data": data, "rois": rois},
     )
     assert_close(pairs, atol=1e-5, rtol=1e-5)
+
+
+# -- YOLO -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("coords", "classes", "num", "softmax", "mask", "axis", "end_axis"),
+    [
+        (4, 3, 5, True, [], 1, 3),  # YOLOv2: softmax, all regions, flattened
+        (4, 3, 5, True, [], 2, 3),
+        (4, 5, 9, False, [0, 1, 2], 1, 3),  # YOLOv3: sigmoids, the masked regions
+        (4, 0, 2, False, [3, 4], 1, 3),
+    ],
+)
+def test_region_yolo_matches_openvino(
+    tmp_path, coords, classes, num, softmax, mask, axis, end_axis
+):
+    regions = num if softmax else len(mask)
+    shape = [2, regions * (coords + 1 + classes), 3, 4]
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x: o1.region_yolo(
+            x, coords, classes, num, softmax, mask, axis, end_axis, [1.0] * (2 * num)
+        ),
+        [shape],
+    )
+    assert_close(pairs, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("stride", "shape"), [(2, [1, 8, 4, 6]), (3, [2, 9, 3, 6]), (1, [1, 2, 3, 3])]
+)
+def test_reorg_yolo_matches_openvino_exactly(tmp_path, stride, shape):
+    pairs, _ = run_both(tmp_path, lambda x: o2.reorg_yolo(x, [stride]), [shape])
+    assert_close(pairs, exact=True)
+
+
+def test_reorg_yolo_refuses_channels_not_divisible_by_the_stride(tmp_path):
+    param = o1.parameter([1, 8, 4, 4], F32, name="x")
+    xml = save(tmp_path, [o2.reorg_yolo(param, [2])], [param])
+    text = xml.read_text()
+    xml.write_text(text.replace('stride="2"', 'stride="3"'))
+    with pytest.raises(b2s_onnx.B2SError, match="stride"):
+        b2s_onnx.convert_ir(xml)

@@ -13,6 +13,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     resize,
     roi,
     shape_ops,
+    yolo,
 )
 from b2s_onnx.ir.converters.registry import CONVERTERS, find, supported_ops
 
