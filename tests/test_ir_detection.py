@@ -17,6 +17,7 @@ import openvino.opset3 as o3  # noqa: E402
 import openvino.opset4 as o4  # noqa: E402
 import openvino.opset5 as o5  # noqa: E402
 import openvino.opset6 as o6  # noqa: E402
+import openvino.opset8 as o8  # noqa: E402
 import openvino.opset9 as o9  # noqa: E402
 
 pytestmark = pytest.mark.openvino
@@ -38,6 +39,10 @@ COVERED_LAYERS = {
     ("PSROIPooling", "opset1"),
     ("RegionYolo", "opset1"),
     ("ReorgYolo", "opset2"),
+    ("GridSample", "opset9"),
+    ("ExtractImagePatches", "opset3"),
+    ("AdaptiveAvgPool", "opset8"),
+    ("AdaptiveMaxPool", "opset8"),
 }
 
 
@@ -478,3 +483,109 @@ def test_reorg_yolo_refuses_channels_not_divisible_by_the_stride(tmp_path):
     xml.write_text(text.replace('stride="2"', 'stride="3"'))
     with pytest.raises(b2s_onnx.B2SError, match="stride"):
         b2s_onnx.convert_ir(xml)
+
+
+# -- Sampling -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_matches_openvino(tmp_path, mode, padding, align):
+    rng = np.random.default_rng(0)
+    feeds = {
+        "data": rng.standard_normal((2, 3, 5, 7)).astype(F32),
+        "grid": rng.uniform(-1.3, 1.3, (2, 4, 6, 2)).astype(F32),
+    }
+    attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+    pairs = compare(tmp_path, lambda x, g: o9.grid_sample(x, g, attrs), feeds)
+    assert_close(pairs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_grid_sample_at_opset_20_uses_the_renamed_modes(tmp_path, mode):
+    rng = np.random.default_rng(1)
+    feeds = {
+        "data": rng.standard_normal((1, 2, 4, 5)).astype(F32),
+        "grid": rng.uniform(-1.1, 1.1, (1, 3, 3, 2)).astype(F32),
+    }
+    attrs = {"mode": mode, "padding_mode": "border", "align_corners": False}
+    pairs = compare(tmp_path, lambda x, g: o9.grid_sample(x, g, attrs), feeds, opset=20)
+    assert_close(pairs, atol=1e-5, rtol=1e-5)
+
+
+def test_grid_sample_below_opset_16_is_refused(tmp_path):
+    data = o1.parameter([1, 2, 4, 5], F32, name="x")
+    grid = o1.parameter([1, 3, 3, 2], F32, name="g")
+    xml = save(tmp_path, [o9.grid_sample(data, grid, {"mode": "bilinear"})], [data, grid])
+    with pytest.raises(b2s_onnx.B2SError, match="opset 16"):
+        b2s_onnx.convert_ir(xml, opset=15)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "strides", "rates", "pad"),
+    [
+        ([2, 2], [1, 1], [1, 1], "valid"),
+        ([3, 2], [2, 3], [1, 1], "same_upper"),
+        ([2, 3], [3, 2], [2, 1], "same_lower"),
+        ([3, 3], [5, 5], [2, 2], "valid"),
+    ],
+)
+def test_extract_image_patches_matches_openvino_exactly(tmp_path, sizes, strides, rates, pad):
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x: o3.extract_image_patches(x, sizes, strides, rates, pad),
+        [[2, 3, 9, 10]],
+    )
+    assert_close(pairs, exact=True)
+
+
+ADAPTIVE = [
+    ([1, 2, 10], [4]),
+    ([2, 3, 7, 9], [3, 4]),
+    ([1, 2, 6, 5], [6, 5]),
+    ([1, 1, 4, 5, 3], [3, 2, 2]),
+]
+
+
+@pytest.mark.parametrize(("shape", "out"), ADAPTIVE)
+def test_adaptive_avg_pool_matches_openvino(tmp_path, shape, out):
+    pairs, _ = run_both(tmp_path, lambda x: o8.adaptive_avg_pool(x, const(out, np.int64)), [shape])
+    assert_close(pairs, atol=1e-6, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("shape", "out"), ADAPTIVE)
+def test_adaptive_max_pool_matches_openvino_exactly(tmp_path, shape, out):
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x: list(o8.adaptive_max_pool(x, const(out, np.int32), "i32").outputs()),
+        [shape],
+    )
+    assert_close(pairs, exact=True)
+    assert pairs[1][0].dtype == np.int32
+
+
+def test_adaptive_max_pool_i64_indices_equal_the_i32_ones(tmp_path):
+    """OpenVINO's CPU plugin cannot run i64 indices; the values must not depend on it."""
+    data = np.random.default_rng(5).standard_normal((2, 3, 7, 9)).astype(F32)
+    param = o1.parameter([2, 3, 7, 9], F32, name="x")
+    results = {}
+    for index_type in ("i32", "i64"):
+        node = o8.adaptive_max_pool(param, const([3, 4], np.int64), index_type)
+        xml = save(tmp_path, list(node.outputs()), [param], f"{index_type}.xml")
+        results[index_type] = list(run_onnxruntime(b2s_onnx.convert_ir(xml), {"x": data}).values())
+    assert results["i64"][1].dtype == np.int64
+    assert results["i64"][0].tobytes() == results["i32"][0].tobytes()
+    assert results["i64"][1].tolist() == results["i32"][1].tolist()
+
+
+def test_adaptive_max_pool_ties_pick_the_first_maximum(tmp_path):
+    data = np.zeros((1, 1, 4, 6), F32)
+    data[0, 0, 1:3, 2:4] = 1.0
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x: list(o8.adaptive_max_pool(x, const([2, 2], np.int64), "i32").outputs()),
+        [[1, 1, 4, 6]],
+        feeds={"in0": data},
+    )
+    assert_close(pairs, exact=True)

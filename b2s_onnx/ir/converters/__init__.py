@@ -12,6 +12,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     reduce,
     resize,
     roi,
+    sampling,
     shape_ops,
     yolo,
 )
