@@ -43,6 +43,8 @@ COVERED_LAYERS = {
     ("ExtractImagePatches", "opset3"),
     ("AdaptiveAvgPool", "opset8"),
     ("AdaptiveMaxPool", "opset8"),
+    ("Proposal", "opset1"),
+    ("Proposal", "opset4"),
 }
 
 
@@ -589,3 +591,81 @@ def test_adaptive_max_pool_ties_pick_the_first_maximum(tmp_path):
         feeds={"in0": data},
     )
     assert_close(pairs, exact=True)
+
+
+# -- Proposal -------------------------------------------------------------------------------
+
+
+def proposal_attrs(**changes):
+    attrs = {
+        "base_size": np.uint32(16),
+        "pre_nms_topn": np.uint32(100),
+        "post_nms_topn": np.uint32(20),
+        "nms_thresh": 0.6,
+        "feat_stride": np.uint32(16),
+        "min_size": np.uint32(4),
+        "ratio": [0.5, 1.0, 2.0],
+        "scale": [2.0, 4.0],
+        "clip_before_nms": True,
+        "clip_after_nms": False,
+        "normalize": False,
+        "box_size_scale": 1.0,
+        "box_coordinate_scale": 1.0,
+        "framework": "",
+    }
+    attrs.update(changes)
+    return attrs
+
+
+PROPOSAL_CASES = {
+    "caffe": {},
+    "tensorflow": {"framework": "tensorflow"},
+    "clip-after-normalize-scaled": {
+        "clip_after_nms": True,
+        "normalize": True,
+        "box_size_scale": 2.0,
+        "box_coordinate_scale": 0.5,
+    },
+    "no-clip-short-list": {"clip_before_nms": False, "post_nms_topn": np.uint32(200)},
+}
+
+
+@pytest.mark.parametrize("version", [1, 4])
+@pytest.mark.parametrize("case", PROPOSAL_CASES)
+@pytest.mark.parametrize("info_size", [3, 4])
+def test_proposal_matches_openvino(tmp_path, version, case, info_size):
+    anchors, batch, height, width = 6, 2, 5, 6
+    rng = np.random.default_rng(len(case))
+    feeds = {
+        "probs": rng.uniform(0, 1, (batch, 2 * anchors, height, width)).astype(F32),
+        "deltas": (rng.standard_normal((batch, 4 * anchors, height, width)) * 0.2).astype(F32),
+        "info": np.array([80, 96, 1.0, 0.8][:info_size], F32),
+    }
+    attrs = proposal_attrs(**PROPOSAL_CASES[case])
+    make = o1.proposal if version == 1 else o4.proposal
+    pairs = compare(tmp_path, lambda p, d, i: list(make(p, d, i, attrs).outputs()), feeds)
+    assert len(pairs) == version // 4 + 1
+    (rois, expected_rois), *probs = pairs
+    assert_close([(rois, expected_rois)], atol=2e-5, rtol=1e-5)
+    ends = np.flatnonzero(rois[:, 0] == -1)  # rows past each image's last box are padding
+    valid = np.ones(len(rois), bool)
+    for end in ends:
+        valid[end : (end // attrs["post_nms_topn"] + 1) * attrs["post_nms_topn"]] = False
+    assert valid.any()
+    for ours, theirs in probs:  # OpenVINO leaves the probabilities of padding rows unset
+        assert_close([(ours[valid], theirs[valid])], atol=1e-6)
+        assert not ours[~valid].any()
+
+
+def test_proposal_refuses_an_unknown_framework(tmp_path):
+    params = [
+        o1.parameter([1, 12, 3, 3], F32, name="p"),
+        o1.parameter([1, 24, 3, 3], F32, name="d"),
+        o1.parameter([3], F32, name="i"),
+    ]
+    xml = save(tmp_path, list(o4.proposal(*params, proposal_attrs()).outputs()), params)
+    text = xml.read_text()
+    assert 'framework=""' in text
+    xml.write_text(text.replace('framework=""', 'framework="mxnet"'))
+    with pytest.raises(b2s_onnx.B2SError, match="framework"):
+        b2s_onnx.convert_ir(xml)

@@ -9,6 +9,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     elementwise,
     nms,
     nonzero,
+    proposal,
     reduce,
     resize,
     roi,
