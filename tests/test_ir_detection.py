@@ -669,3 +669,49 @@ def test_proposal_refuses_an_unknown_framework(tmp_path):
     xml.write_text(text.replace('framework=""', 'framework="mxnet"'))
     with pytest.raises(b2s_onnx.B2SError, match="framework"):
         b2s_onnx.convert_ir(xml)
+
+
+# -- Refused attributes ---------------------------------------------------------------------
+
+REFUSALS = {
+    "RegionYolo": (
+        lambda x: o1.region_yolo(x, 4, 3, 5, True, [], 1, 3),
+        [1, 40, 2, 2],
+        ("do_softmax", "true", "sometimes"),
+    ),
+    "ROIPooling": (
+        lambda x: o2.roi_pooling(x, const([[0, 1, 1, 3, 3]]), output_roi=[2, 2], spatial_scale=1.0),
+        [1, 2, 4, 4],
+        ("method", "max", "min"),
+    ),
+    "PSROIPooling": (
+        lambda x: o1.psroi_pooling(x, const([[0, 1, 1, 3, 3]]), 2, 1, 1.0, 1, 1, "average"),
+        [1, 2, 4, 4],
+        ("mode", "average", "median"),
+    ),
+    "GridSample": (
+        lambda x: o9.grid_sample(x, const(np.zeros((1, 2, 2, 2))), {"padding_mode": "border"}),
+        [1, 2, 4, 4],
+        ("padding_mode", "border", "wrap"),
+    ),
+    "ExtractImagePatches": (
+        lambda x: o3.extract_image_patches(x, [2, 2], [1, 1], [1, 1], "valid"),
+        [1, 2, 4, 4],
+        ("sizes", "2, 2", "2, 2, 2"),
+    ),
+    "AdaptiveMaxPool": (
+        lambda x: list(o8.adaptive_max_pool(x, const([2, 2], np.int64), "i32").outputs()),
+        [1, 2, 4, 4],
+        ("index_element_type", "i32", "f32"),
+    ),
+}
+
+
+@pytest.mark.parametrize("layer_type", REFUSALS)
+def test_invalid_attribute_is_refused_naming_it(tmp_path, layer_type):
+    build, shape, (key, old, new) = REFUSALS[layer_type]
+    param = o1.parameter(shape, F32, name="x")
+    outputs = build(param)
+    outputs = outputs if isinstance(outputs, list) else [outputs]
+    xml = save(tmp_path, outputs, [param])
+    refused(xml, key, old, new)
