@@ -45,6 +45,8 @@ COVERED_LAYERS = {
     ("AdaptiveMaxPool", "opset8"),
     ("Proposal", "opset1"),
     ("Proposal", "opset4"),
+    ("DeformableConvolution", "opset1"),
+    ("DeformableConvolution", "opset8"),
 }
 
 
@@ -671,9 +673,109 @@ def test_proposal_refuses_an_unknown_framework(tmp_path):
         b2s_onnx.convert_ir(xml)
 
 
+# -- Deformable convolution -----------------------------------------------------------------
+
+
+def deformable_feeds(channels, out_hw, taps, dgroups, seed=0, mask=False):
+    rng = np.random.default_rng(seed)
+    feeds = {
+        "data": rng.standard_normal((2, channels, 7, 8)).astype(F32),
+        # Offsets up to +-3 pixels push many samples past the borders.
+        "offsets": rng.uniform(-3, 3, (2, dgroups * 2 * taps, *out_hw)).astype(F32),
+    }
+    if mask:
+        feeds["mask"] = rng.uniform(0, 1, (2, dgroups * taps, *out_hw)).astype(F32)
+    return feeds
+
+
+DEFORMABLE_CASES = {
+    "plain": {
+        "kernel": (3, 3),
+        "strides": [1, 1],
+        "pads": [1, 1],
+        "dil": [1, 1],
+        "group": 1,
+        "dg": 1,
+    },
+    "strided-dilated": {
+        "kernel": (3, 2),
+        "strides": [2, 1],
+        "pads": [0, 1],
+        "dil": [1, 2],
+        "group": 1,
+        "dg": 1,
+    },
+    "groups": {
+        "kernel": (2, 2),
+        "strides": [1, 2],
+        "pads": [1, 0],
+        "dil": [1, 1],
+        "group": 2,
+        "dg": 2,
+    },
+}
+
+
+def _deformable_out(size, kernel, stride, pad, dil):
+    return (size + 2 * pad - (kernel - 1) * dil - 1) // stride + 1
+
+
+@pytest.mark.parametrize("case", DEFORMABLE_CASES)
+@pytest.mark.parametrize(
+    ("version", "mask", "padded"),
+    [(1, False, False), (8, True, False), (8, True, True), (8, False, True)],
+)
+def test_deformable_convolution_matches_openvino(tmp_path, case, version, mask, padded):
+    c = DEFORMABLE_CASES[case]
+    (kh, kw), channels, out_channels = c["kernel"], 4, 6
+    out_hw = [
+        _deformable_out(7, kh, c["strides"][0], c["pads"][0], c["dil"][0]),
+        _deformable_out(8, kw, c["strides"][1], c["pads"][1], c["dil"][1]),
+    ]
+    feeds = deformable_feeds(channels, out_hw, kh * kw, c["dg"], mask=mask)
+    weights = (
+        np.random.default_rng(9)
+        .standard_normal((out_channels, channels // c["group"], kh, kw))
+        .astype(F32)
+    )
+    common = (c["strides"], c["pads"], c["pads"], c["dil"])
+
+    def build(x, off, *rest):
+        if version == 1:
+            return o1.deformable_convolution(
+                x, off, const(weights), *common, group=c["group"], deformable_group=c["dg"]
+            )
+        return o8.deformable_convolution(
+            x,
+            off,
+            const(weights),
+            *common,
+            mask=rest[0] if rest else None,
+            group=c["group"],
+            deformable_group=c["dg"],
+            bilinear_interpolation_pad=padded,
+        )
+
+    pairs = compare(tmp_path, build, feeds)
+    assert_close(pairs, atol=5e-5, rtol=1e-5)
+
+
 # -- Refused attributes ---------------------------------------------------------------------
 
 REFUSALS = {
+    "DeformableConvolution": (
+        lambda x: o8.deformable_convolution(
+            x,
+            const(np.zeros((1, 8, 3, 3))),
+            const(np.ones((2, 2, 2, 2))),
+            [1, 1],
+            [0, 0],
+            [0, 0],
+            [1, 1],
+        ),
+        [1, 2, 4, 4],
+        ("bilinear_interpolation_pad", "false", "perhaps"),
+    ),
     "RegionYolo": (
         lambda x: o1.region_yolo(x, 4, 3, 5, True, [], 1, 3),
         [1, 40, 2, 2],

@@ -4,6 +4,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     convolution,
     ctc,
     data_movement,
+    deformable,
     detection,
     detection_output,
     elementwise,
