@@ -47,6 +47,9 @@ COVERED_LAYERS = {
     ("Proposal", "opset4"),
     ("DeformableConvolution", "opset1"),
     ("DeformableConvolution", "opset8"),
+    ("ExperimentalDetectronTopKROIs", "opset6"),
+    ("ExperimentalDetectronPriorGridGenerator", "opset6"),
+    ("ExperimentalDetectronROIFeatureExtractor", "opset6"),
 }
 
 
@@ -758,6 +761,98 @@ def test_deformable_convolution_matches_openvino(tmp_path, case, version, mask, 
 
     pairs = compare(tmp_path, build, feeds)
     assert_close(pairs, atol=5e-5, rtol=1e-5)
+
+
+# -- ExperimentalDetectron ------------------------------------------------------------------
+
+
+def opset6_node(layer_type, inputs, attrs):
+    """Builds a layer the Python opset API has no function for."""
+    from openvino.utils.node_factory import NodeFactory
+
+    return NodeFactory("opset6").create(layer_type, [i.output(0) for i in inputs], attrs)
+
+
+@pytest.mark.parametrize("max_rois", [3, 7])
+def test_topk_rois_matches_openvino(tmp_path, max_rois):
+    rng = np.random.default_rng(max_rois)
+    probs = rng.permutation(np.linspace(0.05, 0.95, 7)).astype(F32)
+    probs[4] = probs[1]  # a tie keeps the earlier ROI first
+    feeds = {"rois": rng.uniform(0, 50, (7, 4)).astype(F32), "probs": probs}
+    pairs = compare(
+        tmp_path,
+        lambda r, p: opset6_node("ExperimentalDetectronTopKROIs", [r, p], {"max_rois": max_rois}),
+        feeds,
+    )
+    assert_close(pairs, exact=True)
+
+
+def test_topk_rois_pads_with_zeros_past_the_rois(tmp_path):
+    """OpenVINO leaves rows past the number of ROIs unset; they are zeros here."""
+    feeds = {
+        "rois": np.arange(12, dtype=F32).reshape(3, 4),
+        "probs": np.array([0.2, 0.9, 0.5], F32),
+    }
+    pairs = compare(
+        tmp_path,
+        lambda r, p: opset6_node("ExperimentalDetectronTopKROIs", [r, p], {"max_rois": 5}),
+        feeds,
+    )
+    ((ours, theirs),) = pairs
+    assert ours[:3].tobytes() == theirs[:3].tobytes()
+    assert not ours[3:].any()
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"flatten": True, "h": 0, "w": 0, "stride_x": 0.0, "stride_y": 0.0},
+        {"flatten": False, "h": 0, "w": 0, "stride_x": 4.0, "stride_y": 5.0},
+        {"flatten": True, "h": 3, "w": 2, "stride_x": 0.0, "stride_y": 0.0},
+    ],
+)
+def test_prior_grid_generator_matches_openvino(tmp_path, attrs):
+    feeds = {
+        "priors": np.array([[-1, -2, 3, 4], [0, 0, 1, 1], [-5, -5, 5, 5]], F32),
+        "feature": np.zeros((1, 2, 2, 3), F32),
+        "image": np.zeros((1, 3, 20, 30), F32),
+    }
+    pairs = compare(
+        tmp_path,
+        lambda p, f, i: opset6_node("ExperimentalDetectronPriorGridGenerator", [p, f, i], attrs),
+        feeds,
+    )
+    assert_close(pairs, atol=1e-6)
+
+
+@pytest.mark.parametrize("aligned", [False, True])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_feature_extractor_matches_openvino(tmp_path, aligned, ratio):
+    rng = np.random.default_rng(3)
+    rois = np.array(
+        [[0, 0, 40, 30], [10, 12, 200, 180], [5, 5, 600, 500], [30, 30, 30, 50], [2, 3, 9, 8]],
+        F32,
+    )
+    feeds = {
+        "rois": rois,
+        "level0": rng.standard_normal((1, 3, 32, 40)).astype(F32),
+        "level1": rng.standard_normal((1, 3, 16, 20)).astype(F32),
+        "level2": rng.standard_normal((1, 3, 8, 10)).astype(F32),
+    }
+    attrs = {
+        "output_size": 3,
+        "sampling_ratio": ratio,
+        "pyramid_scales": [4, 8, 16],
+        "aligned": aligned,
+    }
+    pairs = compare(
+        tmp_path,
+        lambda *inputs: list(
+            opset6_node("ExperimentalDetectronROIFeatureExtractor", list(inputs), attrs).outputs()
+        ),
+        feeds,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
 
 
 # -- Refused attributes ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     detection,
     detection_output,
     elementwise,
+    experimental,
     nms,
     nonzero,
     proposal,
