@@ -50,6 +50,7 @@ COVERED_LAYERS = {
     ("ExperimentalDetectronTopKROIs", "opset6"),
     ("ExperimentalDetectronPriorGridGenerator", "opset6"),
     ("ExperimentalDetectronROIFeatureExtractor", "opset6"),
+    ("ROIAlignRotated", "opset15"),
 }
 
 
@@ -372,6 +373,30 @@ def test_roi_align_9_matches_openvino(tmp_path, mode, aligned, opset):
         lambda x, r, b: o9.roi_align(x, r, b, 2, 3, 0, 0.5, mode, aligned),
         roi_feeds(1),
         opset=opset,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("clockwise", [False, True])
+@pytest.mark.parametrize(("ratio", "scale"), [(0, 1.0), (2, 0.5)])
+def test_roi_align_rotated_matches_openvino(tmp_path, clockwise, ratio, scale):
+    import openvino.opset15 as o15
+
+    feeds = roi_feeds(4)
+    feeds["rois"] = np.array(
+        [
+            [4, 5, 6, 3, 0.3],
+            [6.5, 4.2, 9.1, 5.5, -1.2],
+            [1, 1, 4, 4, 2.5],
+            [11, 9, 5, 7, 0.0],
+            [5, 5, 0.5, 0.2, 0.7],
+        ],
+        F32,
+    )
+    pairs = compare(
+        tmp_path,
+        lambda x, r, b: o15.roi_align_rotated(x, r, b, 3, 2, ratio, scale, clockwise),
+        feeds,
     )
     assert_close(pairs, atol=2e-5, rtol=1e-5)
 

@@ -18,7 +18,7 @@ from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.registry import converts
-from b2s_onnx.ir.converters.schema import Choice, Float, Int
+from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Int
 from b2s_onnx.ir.reader import Layer
 
 
@@ -122,8 +122,27 @@ class FeatureMap:
                 ctx.one("Sub", [size, _i64(ctx, "one", 1)]),
             ],
         )
+        if not axis:
+            return low_i, high_i, frac
         ax = _i64(ctx, "ax", axis)
         return ctx.one("Unsqueeze", [low_i, ax]), ctx.one("Unsqueeze", [high_i, ax]), frac
+
+    def points(self, ctx: ConversionContext, batch: str, ys: str, xs: str) -> str:
+        """Bilinear samples at arbitrary points, ys and xs both [R, A, B], clamped into the
+        map; ``batch`` is [R, 1]: [R, A, B, C]."""
+        y_lo, y_hi, y_frac = self._neighbours(ctx, ys, self.height, [])
+        x_lo, x_hi, x_frac = self._neighbours(ctx, xs, self.width, [])
+        batch = ctx.one("Unsqueeze", [batch, _i64(ctx, "ax", [2])])
+        one = _f32(ctx, "one", 1.0)
+        y_frac = ctx.one("Unsqueeze", [y_frac, _i64(ctx, "ax", [3])])
+        x_frac = ctx.one("Unsqueeze", [x_frac, _i64(ctx, "ax", [3])])
+        y_rest, x_rest = ctx.one("Sub", [one, y_frac]), ctx.one("Sub", [one, x_frac])
+        terms = [
+            ctx.one("Mul", [ctx.one("Mul", [wy, wx]), self.pixels(ctx, batch, y, x)])
+            for y, wy in ((y_lo, y_rest), (y_hi, y_frac))
+            for x, wx in ((x_lo, x_rest), (x_hi, x_frac))
+        ]
+        return ctx.one("Sum", terms)
 
 
 # -- ROIAlign ---------------------------------------------------------------------------------
@@ -202,25 +221,38 @@ def _roi_align_composed(
     batch = ctx.one("Unsqueeze", [ctx.int64(batch), _i64(ctx, "ax", [1])])
     values = fmap.bilinear(ctx, batch, ys, xs)  # [R, PH*Sy, PW*Sx, C]
 
-    def inside(coords: str, size: str) -> str:
-        limit = ctx.one("Cast", [size], to=TensorProto.FLOAT)
-        return ctx.one(
-            "And",
-            [
-                ctx.one("GreaterOrEqual", [coords, _f32(ctx, "m1", -1.0)]),
-                ctx.one("LessOrEqual", [coords, limit]),
-            ],
-        )
-
-    rows = ctx.one("And", [y_exists, inside(ys, fmap.height)])
-    cols = ctx.one("And", [x_exists, inside(xs, fmap.width)])
+    rows = ctx.one("And", [y_exists, _inside(ctx, ys, fmap.height)])
+    cols = ctx.one("And", [x_exists, _inside(ctx, xs, fmap.width)])
     used = ctx.one(
         "And",
         [
-            ctx.one("Unsqueeze", [rows, _i64(ctx, "ax", [2, 3])]),
-            ctx.one("Unsqueeze", [cols, _i64(ctx, "ax", [1, 3])]),
+            ctx.one("Unsqueeze", [rows, _i64(ctx, "ax", [2])]),
+            ctx.one("Unsqueeze", [cols, _i64(ctx, "ax", [1])]),
         ],
     )
+    count = ctx.one("Mul", [y_count, x_count])
+    return _pool_samples(ctx, layer, values, used, count, attrs["mode"])
+
+
+def _inside(ctx: ConversionContext, coords: str, size: str) -> str:
+    """Sample points that contribute: within one pixel of the map, [-1, size]."""
+    limit = ctx.one("Cast", [size], to=TensorProto.FLOAT)
+    return ctx.one(
+        "And",
+        [
+            ctx.one("GreaterOrEqual", [coords, _f32(ctx, "m1", -1.0)]),
+            ctx.one("LessOrEqual", [coords, limit]),
+        ],
+    )
+
+
+def _pool_samples(
+    ctx: ConversionContext, layer: Layer, values: str, used: str, count: str, mode: str
+) -> str:
+    """Pools samples [R, PH*S, PW*S, C] (``used`` [R, PH*S, PW*S] marks those that count,
+    ``count`` [R, 1] the samples per bin) into [R, C, PH, PW]."""
+    attrs = layer.attrs
+    used = ctx.one("Unsqueeze", [used, _i64(ctx, "ax", [3])])
     values = ctx.one("Where", [used, values, _f32(ctx, "zero", 0.0)])
     shape = ctx.one("Shape", [values])
     grid = ctx.one(
@@ -239,13 +271,12 @@ def _roi_align_composed(
         axis=0,
     )
     cells = ctx.one("Reshape", [values, grid])  # [R, PH, Sy, PW, Sx, C]
-    if attrs["mode"] == "max":  # OpenVINO's maximum starts from 0
+    if mode == "max":  # OpenVINO's maximum starts from 0
         pooled = ctx.one(
             "Max", [ctx.reduce("ReduceMax", cells, [2, 4], False), _f32(ctx, "zero", 0.0)]
         )
     else:
         total = ctx.reduce("ReduceSum", cells, [2, 4], False)
-        count = ctx.one("Mul", [y_count, x_count])  # [R, 1]
         count = ctx.one("Unsqueeze", [count, _i64(ctx, "ax", [2, 3])])
         pooled = ctx.one("Div", [total, ctx.one("Max", [count, _f32(ctx, "one", 1.0)])])
     return ctx.one("Transpose", [pooled], perm=[0, 3, 1, 2])
@@ -544,3 +575,73 @@ def psroi_pooling(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> No
         _finish(ctx, layer, _average_psroi(ctx, layer, data, rois))
     else:
         _finish(ctx, layer, _bilinear_psroi(ctx, layer, data, rois))
+
+
+# -- ROIAlignRotated ------------------------------------------------------------------------
+
+
+@converts(
+    "ROIAlignRotated",
+    (15,),
+    inputs=(3, 3),
+    attrs={
+        "pooled_h": Int(required=True, minimum=1),
+        "pooled_w": Int(required=True, minimum=1),
+        "sampling_ratio": Int(required=True, minimum=0),
+        "spatial_scale": Float(required=True),
+        "clockwise_mode": Bool(default=False),
+    },
+)
+def roi_align_rotated(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    """Boxes [cx, cy, w, h, angle]: the sample grid is laid out in the box's own frame
+    around its centre (shifted by half a pixel) and rotated into the map."""
+    attrs = layer.attrs
+    data, rois = _as_float(ctx, inputs[0]), _as_float(ctx, inputs[1])
+    scale = _f32(ctx, "scale", attrs["spatial_scale"])
+    fmap = FeatureMap.of(ctx, data)
+    half = _f32(ctx, "half", 0.5)
+    centre_x = ctx.one("Sub", [ctx.one("Mul", [_column(ctx, rois, 0), scale]), half])
+    centre_y = ctx.one("Sub", [ctx.one("Mul", [_column(ctx, rois, 1), scale]), half])
+    width = ctx.one("Mul", [_column(ctx, rois, 2), scale])
+    height = ctx.one("Mul", [_column(ctx, rois, 3), scale])
+    angle = _column(ctx, rois, 4)
+    if attrs["clockwise_mode"]:
+        angle = ctx.one("Neg", [angle])
+    cos, sin = ctx.one("Cos", [angle]), ctx.one("Sin", [angle])
+    minus_half = _f32(ctx, "minus_half", -0.5)
+    ratio = attrs["sampling_ratio"]
+    yy, y_exists, y_count = _sample_axis(
+        ctx, ctx.one("Mul", [height, minus_half]), height, attrs["pooled_h"], ratio
+    )
+    xx, x_exists, x_count = _sample_axis(
+        ctx, ctx.one("Mul", [width, minus_half]), width, attrs["pooled_w"], ratio
+    )
+    yy = ctx.one("Unsqueeze", [yy, _i64(ctx, "ax", [2])])  # [R, A, 1]
+    xx = ctx.one("Unsqueeze", [xx, _i64(ctx, "ax", [1])])  # [R, 1, B]
+    r3 = _i64(ctx, "ax", [2])
+    cos, sin, centre_x, centre_y = (
+        ctx.one("Unsqueeze", [t, r3]) for t in (cos, sin, centre_x, centre_y)
+    )
+    ys = ctx.one(
+        "Add", [ctx.one("Sub", [ctx.one("Mul", [yy, cos]), ctx.one("Mul", [xx, sin])]), centre_y]
+    )
+    xs = ctx.one(
+        "Add", [ctx.one("Add", [ctx.one("Mul", [yy, sin]), ctx.one("Mul", [xx, cos])]), centre_x]
+    )
+    batch = ctx.one("Unsqueeze", [ctx.int64(inputs[2]), _i64(ctx, "ax", [1])])
+    values = fmap.points(ctx, batch, ys, xs)
+    used = ctx.one(
+        "And",
+        [
+            ctx.one(
+                "And",
+                [
+                    ctx.one("Unsqueeze", [y_exists, _i64(ctx, "ax", [2])]),
+                    ctx.one("Unsqueeze", [x_exists, _i64(ctx, "ax", [1])]),
+                ],
+            ),
+            ctx.one("And", [_inside(ctx, ys, fmap.height), _inside(ctx, xs, fmap.width)]),
+        ],
+    )
+    count = ctx.one("Mul", [y_count, x_count])
+    _finish(ctx, layer, _pool_samples(ctx, layer, values, used, count, "avg"))
