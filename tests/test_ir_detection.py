@@ -51,6 +51,8 @@ COVERED_LAYERS = {
     ("ExperimentalDetectronPriorGridGenerator", "opset6"),
     ("ExperimentalDetectronROIFeatureExtractor", "opset6"),
     ("ROIAlignRotated", "opset15"),
+    ("MulticlassNms", "opset8"),
+    ("MulticlassNms", "opset9"),
 }
 
 
@@ -267,6 +269,65 @@ def test_nms_refuses_an_unknown_box_encoding(tmp_path):
     node = o9.non_max_suppression(b, s, const(3, np.int64), const(0.5), const(0.1))
     xml = save(tmp_path, list(node.outputs()), [b, s])
     refused(xml, "box_encoding", "corner", "diagonal")
+
+
+# -- MulticlassNms ---------------------------------------------------------------------------
+
+MULTICLASS_CASES = {
+    "defaults": {},
+    "score-across": {"sort_result_type": "score", "sort_result_across_batch": True},
+    "class": {"sort_result_type": "classid"},
+    "class-across": {"sort_result_type": "classid", "sort_result_across_batch": True},
+    "tops-background": {"nms_top_k": 3, "keep_top_k": 4, "background_class": 1},
+    "pixels-i32": {"normalized": False, "output_type": "i32", "iou_threshold": 0.3},
+    "thresholds": {"iou_threshold": 1.0, "score_threshold": 0.5, "keep_top_k": 0},
+}
+
+
+def multiclass_attrs(**changes):
+    attrs = {"iou_threshold": 0.45, "score_threshold": 0.2, "sort_result_type": "score"}
+    attrs.update(changes)
+    return attrs
+
+
+@pytest.mark.parametrize("version", [8, 9])
+@pytest.mark.parametrize("case", MULTICLASS_CASES)
+def test_multiclass_nms_matches_openvino(tmp_path, version, case):
+    boxes, scores = detections(seed=3)
+    boxes = np.sort(boxes.reshape(2, 10, 2, 2), axis=2).reshape(2, 10, 4) * 4  # x1 <= x2
+    scores[0, 1, 5] = 0.2  # exactly at the score threshold: kept (>=)
+    attrs = multiclass_attrs(**MULTICLASS_CASES[case])
+    make = o8.multiclass_nms if version == 8 else o9.multiclass_nms
+    pairs = compare(
+        tmp_path,
+        lambda b, s: list(make(b, s, **attrs).outputs()),
+        {"boxes": boxes, "scores": scores},
+    )
+    assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("case", ["defaults", "class", "tops-background"])
+def test_multiclass_nms_9_with_boxes_per_class_and_image_matches_openvino(tmp_path, case):
+    rng = np.random.default_rng(7)
+    counts = np.array([4, 0, 6], np.int32)
+    start = rng.uniform(0, 8, (3, 10, 2))
+    boxes = np.concatenate([start, start + rng.uniform(1, 3, (3, 10, 2))], -1).astype(F32)
+    scores = rng.uniform(0, 1, (3, 10)).astype(F32)
+    attrs = multiclass_attrs(**MULTICLASS_CASES[case])
+    pairs = compare(
+        tmp_path,
+        lambda b, s, n: list(o9.multiclass_nms(b, s, n, **attrs).outputs()),
+        {"boxes": boxes, "scores": scores, "counts": counts},
+    )
+    assert_close(pairs, exact=True)
+
+
+def test_multiclass_nms_refuses_adaptive_eta(tmp_path):
+    boxes, scores = detections()
+    b = o1.parameter(list(boxes.shape), F32, name="b")
+    s = o1.parameter(list(scores.shape), F32, name="s")
+    xml = save(tmp_path, list(o9.multiclass_nms(b, s, nms_eta=1.0).outputs()), [b, s])
+    refused(xml, "nms_eta", "1", "0.5")
 
 
 # -- CTC greedy decoding --------------------------------------------------------------------

@@ -45,7 +45,7 @@ def _one_value(ctx: ConversionContext, inputs: list[str], index: int, default, t
     return ctx.one("Reshape", [value, ctx.const("one", np.asarray([1], np.int64))])
 
 
-def _onnx_thresholds(ctx: ConversionContext, max_boxes: str, iou: str) -> tuple[str, str]:
+def onnxruntime_thresholds(ctx: ConversionContext, max_boxes: str, iou: str) -> tuple[str, str]:
     """(max boxes, IoU threshold) for onnxruntime that select what OpenVINO selects: the
     float just below a positive threshold turns ``>`` into ``>=``; a threshold <= 0
     suppresses every box that overlaps a selected one at all, including disjoint ones, so
@@ -299,7 +299,7 @@ def _hard_nms(
     score_threshold: str,
     center: bool,
 ) -> tuple[str, str]:
-    max_boxes, iou = _onnx_thresholds(ctx, max_boxes, iou)
+    max_boxes, iou = onnxruntime_thresholds(ctx, max_boxes, iou)
     selected = ctx.one(
         "NonMaxSuppression",
         [boxes, scores, max_boxes, iou, score_threshold],
