@@ -53,6 +53,7 @@ COVERED_LAYERS = {
     ("ROIAlignRotated", "opset15"),
     ("MulticlassNms", "opset8"),
     ("MulticlassNms", "opset9"),
+    ("MatrixNms", "opset8"),
 }
 
 
@@ -328,6 +329,38 @@ def test_multiclass_nms_refuses_adaptive_eta(tmp_path):
     s = o1.parameter(list(scores.shape), F32, name="s")
     xml = save(tmp_path, list(o9.multiclass_nms(b, s, nms_eta=1.0).outputs()), [b, s])
     refused(xml, "nms_eta", "1", "0.5")
+
+
+MATRIX_CASES = {
+    "linear": {},
+    "gaussian": {"decay_function": "gaussian", "gaussian_sigma": 0.5},
+    "score-across": {"sort_result_type": "score", "sort_result_across_batch": True},
+    "class": {"sort_result_type": "classid"},
+    "class-across": {"sort_result_type": "classid", "sort_result_across_batch": True},
+    "tops-background-post": {
+        "nms_top_k": 4,
+        "keep_top_k": 5,
+        "background_class": 0,
+        "post_threshold": 0.3,
+    },
+    "pixels-i32": {"normalized": False, "output_type": "i32"},
+}
+
+
+@pytest.mark.parametrize("case", MATRIX_CASES)
+def test_matrix_nms_matches_openvino(tmp_path, case):
+    boxes, scores = detections(seed=5)
+    boxes = np.sort(boxes.reshape(2, 10, 2, 2), axis=2).reshape(2, 10, 4) * 3
+    attrs = {"score_threshold": 0.2, **MATRIX_CASES[case]}
+    pairs = compare(
+        tmp_path,
+        lambda b, s: list(o8.matrix_nms(b, s, **attrs).outputs()),
+        {"boxes": boxes, "scores": scores},
+    )
+    (outputs, expected), *indices = pairs
+    assert_close(indices, exact=True)
+    assert_close([(outputs, expected)], atol=1e-6, rtol=1e-6)
+    assert len(outputs) > 0
 
 
 # -- CTC greedy decoding --------------------------------------------------------------------
@@ -944,6 +977,13 @@ def test_roi_feature_extractor_matches_openvino(tmp_path, aligned, ratio):
 # -- Refused attributes ---------------------------------------------------------------------
 
 REFUSALS = {
+    "MatrixNms": (
+        lambda x: list(
+            o8.matrix_nms(o1.reshape(x, const([1, 4, 4], np.int64), False), x).outputs()
+        ),
+        [1, 1, 4],
+        ("decay_function", "linear", "cubic"),
+    ),
     "DeformableConvolution": (
         lambda x: o8.deformable_convolution(
             x,

@@ -188,12 +188,22 @@ def multiclass_nms(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> N
                 cls,
             ],
         )
-    _order_and_emit(ctx, layer, images, batch, cls, score, coords, flat_index)
+    order_and_emit(ctx, layer, images, [batch, cls, score, coords, flat_index])
 
 
-def _order_and_emit(ctx, layer, images, batch, cls, score, coords, flat_index) -> None:
+def order_and_emit(
+    ctx: ConversionContext,
+    layer: Layer,
+    images: str,
+    rows: list[str],
+    class_within_image: bool = True,
+) -> None:
+    """Orders the selected boxes (``rows``: image, class, score, corners, flat box index)
+    by image then score, cuts each image to ``keep_top_k``, applies ``sort_result_type``
+    (by class within each image only if ``class_within_image``: MatrixNms does not) and
+    writes the three outputs."""
     attrs = layer.attrs
-    rows = [batch, cls, score, coords, flat_index]
+    rows = list(rows)
 
     def reorder(order: str) -> None:
         rows[:] = [ctx.one("Gather", [t, order], axis=0) for t in rows]
@@ -240,7 +250,7 @@ def _order_and_emit(ctx, layer, images, batch, cls, score, coords, flat_index) -
     sort, across = attrs["sort_result_type"], attrs["sort_result_across_batch"]
     if across and sort == "score":
         reorder(_stable_order(ctx, rows[2]))
-    elif sort == "classid":
+    elif sort == "classid" and (across or class_within_image):
         by_ascending(1)
         if not across:
             by_ascending(0)
