@@ -54,6 +54,8 @@ COVERED_LAYERS = {
     ("MulticlassNms", "opset8"),
     ("MulticlassNms", "opset9"),
     ("MatrixNms", "opset8"),
+    ("GenerateProposals", "opset9"),
+    ("ExperimentalDetectronGenerateProposalsSingleImage", "opset6"),
 }
 
 
@@ -793,6 +795,61 @@ def test_proposal_refuses_an_unknown_framework(tmp_path):
     xml.write_text(text.replace('framework=""', 'framework="mxnet"'))
     with pytest.raises(b2s_onnx.B2SError, match="framework"):
         b2s_onnx.convert_ir(xml)
+
+
+# -- GenerateProposals ----------------------------------------------------------------------
+
+
+def rpn_inputs(batch, anchors=3, height=4, width=5, seed=0):
+    rng = np.random.default_rng(seed)
+    start = rng.uniform(0, 60, (height, width, anchors, 2))
+    boxes = np.concatenate([start, start + rng.uniform(4, 30, start.shape)], -1).astype(F32)
+    deltas = (rng.standard_normal((batch, anchors * 4, height, width)) * 0.3).astype(F32)
+    scores = rng.uniform(0, 1, (batch, anchors, height, width)).astype(F32)
+    return boxes, deltas, scores
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+@pytest.mark.parametrize(("info_size", "pre", "post"), [(3, 40, 12), (4, 30, 50)])
+def test_generate_proposals_matches_openvino(tmp_path, normalized, info_size, pre, post):
+    import openvino.opset15 as o15
+
+    anchors, deltas, scores = rpn_inputs(2)
+    info = np.array([[70, 80, 1.0, 0.9], [60, 90, 1.2, 1.0]], F32)[:, :info_size]
+    feeds = {"info": info, "anchors": anchors, "deltas": deltas, "scores": scores}
+    pairs = compare(
+        tmp_path,
+        lambda i, a, d, s: list(
+            o15.generate_proposals(i, a, d, s, 6.0, 0.6, pre, post, normalized).outputs()
+        ),
+        feeds,
+    )
+    assert_close(pairs[2:], exact=True)
+    assert_close(pairs[:2], atol=2e-5, rtol=1e-5)
+    assert pairs[0][0].shape[0] > 0
+
+
+@pytest.mark.parametrize(("pre", "post"), [(40, 12), (30, 50)])
+def test_generate_proposals_single_image_matches_openvino(tmp_path, pre, post):
+    anchors, deltas, scores = rpn_inputs(1, seed=1)
+    feeds = {
+        "info": np.array([70, 80, 1.0], F32),
+        "anchors": anchors.reshape(-1, 4),
+        "deltas": deltas[0],
+        "scores": scores[0],
+    }
+    # A small min_size: boxes it zeroes tie at score 0, an order OpenVINO leaves open.
+    attrs = {"min_size": 2.0, "nms_threshold": 0.6, "pre_nms_count": pre, "post_nms_count": post}
+    pairs = compare(
+        tmp_path,
+        lambda *inputs: list(
+            opset6_node(
+                "ExperimentalDetectronGenerateProposalsSingleImage", list(inputs), attrs
+            ).outputs()
+        ),
+        feeds,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
 
 
 # -- Deformable convolution -----------------------------------------------------------------

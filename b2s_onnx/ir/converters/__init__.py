@@ -9,6 +9,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     detection_output,
     elementwise,
     experimental,
+    generate_proposals,
     matrix_nms,
     multiclass_nms,
     nms,
