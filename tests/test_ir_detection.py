@@ -56,6 +56,7 @@ COVERED_LAYERS = {
     ("MatrixNms", "opset8"),
     ("GenerateProposals", "opset9"),
     ("ExperimentalDetectronGenerateProposalsSingleImage", "opset6"),
+    ("DeformablePSROIPooling", "opset1"),
 }
 
 
@@ -567,6 +568,53 @@ def test_psroi_pooling_bilinear_matches_openvino(tmp_path, group, bins_x, bins_y
         {"data": data, "rois": rois},
     )
     assert_close(pairs, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("group", "bins", "part", "with_offsets"),
+    [(1, (1, 1), 1, False), (3, (2, 3), 3, False), (3, (2, 2), 3, True), (2, (1, 2), 1, True)],
+)
+def test_deformable_psroi_pooling_matches_openvino(tmp_path, group, bins, part, with_offsets):
+    rng = np.random.default_rng(group)
+    output_dim = 4
+    feeds = {
+        "data": rng.standard_normal((2, output_dim * group * group, 9, 11)).astype(F32),
+        "rois": np.array(
+            [[0, 1, 1, 7, 6], [1, 0.4, 2.5, 10.6, 8.5], [1, 3, 3, 3, 3.4], [0, 6, 2, 16, 12]], F32
+        ),
+    }
+    if with_offsets:  # two offset classes: output channels 0-1 and 2-3 move differently
+        feeds["offsets"] = rng.uniform(-0.4, 0.4, (4, 4, part, part)).astype(F32)
+    pairs = compare(
+        tmp_path,
+        lambda *inputs: o1.deformable_psroi_pooling(
+            *inputs[:2],
+            output_dim,
+            0.8,
+            group,
+            "bilinear_deformable",
+            bins[1],
+            bins[0],
+            0.5,
+            part,
+            offsets=inputs[2] if len(inputs) > 2 else None,
+        ),
+        feeds,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+def test_psroi_pooling_stops_at_a_roi_of_batch_minus_one(tmp_path):
+    rng = np.random.default_rng(0)
+    feeds = {
+        "data": rng.standard_normal((2, 8, 9, 11)).astype(F32),
+        "rois": np.array([[0, 1, 1, 7, 6], [-1, 0, 0, 5, 5], [1, 2, 2, 8, 8]], F32),
+    }
+    pairs = compare(
+        tmp_path, lambda x, r: o1.psroi_pooling(x, r, 2, 2, 1.0, 1, 1, "average"), feeds
+    )
+    assert_close(pairs, atol=1e-5, rtol=1e-5)
+    assert not pairs[0][0][1:].any()
 
 
 # -- YOLO -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from onnx import TensorProto
 
+from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Int
@@ -93,8 +94,8 @@ class FeatureMap:
     def bilinear(self, ctx: ConversionContext, batch: str, ys: str, xs: str) -> str:
         """Bilinear samples at float ys [R, A] and xs [R, B], clamped into the map:
         [R, A, B, C]."""
-        y_lo, y_hi, y_frac = self._neighbours(ctx, ys, self.height, [2])
-        x_lo, x_hi, x_frac = self._neighbours(ctx, xs, self.width, [1])
+        y_lo, y_hi, y_frac = self.neighbours(ctx, ys, self.height, [2])
+        x_lo, x_hi, x_frac = self.neighbours(ctx, xs, self.width, [1])
         batch = ctx.one("Unsqueeze", [batch, _i64(ctx, "ax", [2])])
         one = _f32(ctx, "one", 1.0)
         y_frac = ctx.one("Unsqueeze", [y_frac, _i64(ctx, "ax", [2, 3])])
@@ -107,7 +108,7 @@ class FeatureMap:
         ]
         return ctx.one("Sum", terms)
 
-    def _neighbours(
+    def neighbours(
         self, ctx: ConversionContext, coords: str, size: str, axis: list[int]
     ) -> tuple[str, str, str]:
         limit = ctx.one("Cast", [ctx.one("Sub", [size, _i64(ctx, "one", 1)])], to=TensorProto.FLOAT)
@@ -130,8 +131,8 @@ class FeatureMap:
     def points(self, ctx: ConversionContext, batch: str, ys: str, xs: str) -> str:
         """Bilinear samples at arbitrary points, ys and xs both [R, A, B], clamped into the
         map; ``batch`` is [R, 1]: [R, A, B, C]."""
-        y_lo, y_hi, y_frac = self._neighbours(ctx, ys, self.height, [])
-        x_lo, x_hi, x_frac = self._neighbours(ctx, xs, self.width, [])
+        y_lo, y_hi, y_frac = self.neighbours(ctx, ys, self.height, [])
+        x_lo, x_hi, x_frac = self.neighbours(ctx, xs, self.width, [])
         batch = ctx.one("Unsqueeze", [batch, _i64(ctx, "ax", [2])])
         one = _f32(ctx, "one", 1.0)
         y_frac = ctx.one("Unsqueeze", [y_frac, _i64(ctx, "ax", [3])])
@@ -572,9 +573,10 @@ def _bilinear_psroi(ctx: ConversionContext, layer: Layer, data: str, rois: str) 
 def psroi_pooling(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     data, rois = _as_float(ctx, inputs[0]), _as_float(ctx, inputs[1])
     if layer.attrs["mode"] == "average":
-        _finish(ctx, layer, _average_psroi(ctx, layer, data, rois))
+        pooled = _average_psroi(ctx, layer, data, rois)
     else:
-        _finish(ctx, layer, _bilinear_psroi(ctx, layer, data, rois))
+        pooled = _bilinear_psroi(ctx, layer, data, rois)
+    _finish(ctx, layer, ctx.one("Where", [_live_rois(ctx, rois), pooled, _f32(ctx, "zero", 0.0)]))
 
 
 # -- ROIAlignRotated ------------------------------------------------------------------------
@@ -645,3 +647,157 @@ def roi_align_rotated(ctx: ConversionContext, layer: Layer, inputs: list[str]) -
     )
     count = ctx.one("Mul", [y_count, x_count])
     _finish(ctx, layer, _pool_samples(ctx, layer, values, used, count, "avg"))
+
+
+def _live_rois(ctx: ConversionContext, rois: str) -> str:
+    """[R, 1, 1, 1] mask of the ROIs before the first one whose batch id is -1, where
+    OpenVINO stops reading the list (the rest of the output is zeros)."""
+    ended = ctx.one("Equal", [_column(ctx, rois, 0), _f32(ctx, "end", -1.0)])
+    seen = ctx.one("CumSum", [ctx.one("Cast", [ended], to=TensorProto.FLOAT), _i64(ctx, "a", 0)])
+    live = ctx.one("Equal", [seen, _f32(ctx, "zero", 0.0)])
+    return ctx.one("Unsqueeze", [live, _i64(ctx, "ax", [2, 3])])
+
+
+# -- DeformablePSROIPooling ------------------------------------------------------------------
+
+
+@converts(
+    "DeformablePSROIPooling",
+    (1,),
+    inputs=(2, 3),
+    attrs={
+        "output_dim": Int(required=True, minimum=1),
+        "spatial_scale": Float(required=True),
+        "group_size": Int(default=1, minimum=1),
+        "mode": Choice(allowed=("bilinear_deformable",), default="bilinear_deformable"),
+        "spatial_bins_x": Int(default=1, minimum=1),
+        "spatial_bins_y": Int(default=1, minimum=1),
+        "trans_std": Float(default=1.0),
+        "part_size": Int(default=1, minimum=1),
+    },
+)
+def deformable_psroi_pooling(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    """Each output (roi, c, h, w) averages ``spatial_bins_y x spatial_bins_x`` bilinear
+    samples of one position-sensitive channel, from a bin moved by the optional offsets
+    (third input, scaled by ``trans_std`` and the ROI size). The samples are gathered
+    directly from the flattened input: [R, C, G, G, Sy, Sx] indices per corner."""
+    attrs = layer.attrs
+    data, rois = _as_float(ctx, inputs[0]), _as_float(ctx, inputs[1])
+    groups, channels = attrs["group_size"], attrs["output_dim"]
+    bins_y, bins_x, part = attrs["spatial_bins_y"], attrs["spatial_bins_x"], attrs["part_size"]
+    scale = _f32(ctx, "scale", attrs["spatial_scale"])
+    shape = ctx.one("Shape", [data])
+    in_channels = ctx.one("Gather", [shape, _i64(ctx, "c", 1)])
+    height = ctx.one("Gather", [shape, _i64(ctx, "h", 2)])
+    width = ctx.one("Gather", [shape, _i64(ctx, "w", 3)])
+
+    def axis_of(values: np.ndarray, position: int, rank: int = 6) -> np.ndarray:
+        shape = [1] * rank
+        shape[position] = len(values)
+        return np.asarray(values).reshape(shape)
+
+    half = _f32(ctx, "half", 0.5)
+    starts, sizes = [], []
+    for low, high in ((2, 4), (1, 3)):  # y from columns 2/4, x from 1/3
+        begin = ctx.one(
+            "Sub", [ctx.one("Mul", [_round_half_away(ctx, _column(ctx, rois, low)), scale]), half]
+        )
+        end = ctx.one(
+            "Sub",
+            [
+                ctx.one(
+                    "Mul",
+                    [
+                        ctx.one(
+                            "Add",
+                            [
+                                _round_half_away(ctx, _column(ctx, rois, high)),
+                                _f32(ctx, "one", 1.0),
+                            ],
+                        ),
+                        scale,
+                    ],
+                ),
+                half,
+            ],
+        )
+        size = ctx.one("Max", [ctx.one("Sub", [end, begin]), _f32(ctx, "min", 0.1)])
+        six = _i64(ctx, "ax", [2, 3, 4, 5])
+        starts.append(ctx.one("Unsqueeze", [begin, six]))
+        sizes.append(ctx.one("Unsqueeze", [size, six]))
+    moves = [None, None]
+    if len(inputs) > 2:
+        trans_shape = ctx.shape(inputs[2])
+        if trans_shape is None or len(trans_shape) != 4 or trans_shape[1] is None:
+            raise B2SError(
+                f"{layer.where()}: input 'offsets' needs a static [R, 2 * classes, P, P] shape"
+            )
+        classes = trans_shape[1] // 2
+        if classes < 1 or channels % classes:
+            raise B2SError(
+                f"{layer.where()}: attribute output_dim='{channels}' is not divisible by the "
+                f"{classes} offset classes"
+            )
+        trans = _as_float(ctx, inputs[2])
+        class_of = np.arange(channels) // (channels // classes)
+        part_of = np.arange(groups) * part // groups
+        for k in (0, 1):  # x offsets at 2 * class, y offsets at 2 * class + 1
+            picked = ctx.one("Gather", [trans, _i64(ctx, "cls", 2 * class_of + k)], axis=1)
+            picked = ctx.one("Gather", [picked, _i64(ctx, "ph", part_of)], axis=2)
+            picked = ctx.one("Gather", [picked, _i64(ctx, "pw", part_of)], axis=3)
+            picked = ctx.one("Mul", [picked, _f32(ctx, "std", attrs["trans_std"])])
+            moves[k] = ctx.one("Unsqueeze", [picked, _i64(ctx, "ax", [4, 5])])  # [R, C, G, G, 1, 1]
+    points = []
+    for start, size, move, bins, cells_at, sub_at in (
+        (starts[0], sizes[0], moves[1], bins_y, 2, 4),
+        (starts[1], sizes[1], moves[0], bins_x, 3, 5),
+    ):
+        bin_size = ctx.one("Div", [size, _f32(ctx, "g", float(groups))])
+        sub_size = ctx.one("Div", [bin_size, _f32(ctx, "s", float(bins))])
+        cells = _f32(ctx, "cells", axis_of(np.arange(groups, dtype=np.float32), cells_at))
+        subs = _f32(ctx, "subs", axis_of(np.arange(bins, dtype=np.float32), sub_at))
+        origin = ctx.one("Add", [ctx.one("Mul", [cells, bin_size]), start])
+        if move is not None:
+            origin = ctx.one("Add", [origin, ctx.one("Mul", [move, size])])
+        points.append(ctx.one("Add", [origin, ctx.one("Mul", [subs, sub_size])]))
+    ys, xs = points
+    h_f = ctx.one("Cast", [height], to=TensorProto.FLOAT)
+    w_f = ctx.one("Cast", [width], to=TensorProto.FLOAT)
+    minus_half = _f32(ctx, "mh", -0.5)
+
+    def inside(coords: str, size_f: str) -> str:
+        return ctx.one(
+            "And",
+            [
+                ctx.one("GreaterOrEqual", [coords, minus_half]),
+                ctx.one("LessOrEqual", [coords, ctx.one("Sub", [size_f, half])]),
+            ],
+        )
+
+    used = ctx.one("And", [inside(ys, h_f), inside(xs, w_f)])
+    fmap = FeatureMap.of(ctx, data)
+    y_lo, y_hi, y_frac = fmap.neighbours(ctx, ys, height, [])
+    x_lo, x_hi, x_frac = fmap.neighbours(ctx, xs, width, [])
+    grid = np.arange(groups)
+    source = (np.arange(channels)[:, None, None] * groups + grid[None, :, None]) * groups + grid[
+        None, None, :
+    ]
+    source = _i64(ctx, "source", source.reshape(1, channels, groups, groups, 1, 1))
+    batch = ctx.one("Cast", [_column(ctx, rois, 0)], to=TensorProto.INT64)
+    batch = ctx.one(
+        "Unsqueeze", [ctx.one("Max", [batch, _i64(ctx, "z", 0)]), _i64(ctx, "ax", [2, 3, 4, 5])]
+    )
+    plane = ctx.one("Mul", [ctx.one("Add", [ctx.one("Mul", [batch, in_channels]), source]), height])
+    flat = ctx.one("Reshape", [data, _i64(ctx, "flat", [-1])])
+    one = _f32(ctx, "one", 1.0)
+    terms = []
+    for y_idx, y_weight in ((y_lo, ctx.one("Sub", [one, y_frac])), (y_hi, y_frac)):
+        for x_idx, x_weight in ((x_lo, ctx.one("Sub", [one, x_frac])), (x_hi, x_frac)):
+            index = ctx.one("Add", [ctx.one("Mul", [ctx.one("Add", [plane, y_idx]), width]), x_idx])
+            value = ctx.one("Gather", [flat, index], axis=0)
+            terms.append(ctx.one("Mul", [ctx.one("Mul", [y_weight, x_weight]), value]))
+    samples = ctx.one("Where", [used, ctx.one("Sum", terms), _f32(ctx, "zero", 0.0)])
+    total = ctx.reduce("ReduceSum", samples, [4, 5], False)
+    count = ctx.reduce("ReduceSum", ctx.one("Cast", [used], to=TensorProto.FLOAT), [4, 5], False)
+    mean = ctx.one("Div", [total, ctx.one("Max", [count, one])])
+    _finish(ctx, layer, ctx.one("Where", [_live_rois(ctx, rois), mean, _f32(ctx, "zero", 0.0)]))
