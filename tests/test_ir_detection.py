@@ -57,6 +57,7 @@ COVERED_LAYERS = {
     ("GenerateProposals", "opset9"),
     ("ExperimentalDetectronGenerateProposalsSingleImage", "opset6"),
     ("DeformablePSROIPooling", "opset1"),
+    ("ExperimentalDetectronDetectionOutput", "opset6"),
 }
 
 
@@ -1077,6 +1078,40 @@ def test_roi_feature_extractor_matches_openvino(tmp_path, aligned, ratio):
         feeds,
     )
     assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("max_detections", [5, 40])
+def test_detectron_detection_output_matches_openvino(tmp_path, max_detections):
+    rng = np.random.default_rng(max_detections)
+    rois_count, classes = 12, 4
+    start = rng.uniform(0, 40, (rois_count, 2))
+    rois = np.concatenate([start, start + rng.uniform(5, 30, (rois_count, 2))], 1).astype(F32)
+    rois[3, 2] = rois[3, 0]  # an empty box: no detections
+    feeds = {
+        "rois": rois,
+        "deltas": (rng.standard_normal((rois_count, 4 * classes)) * 0.2).astype(F32),
+        "scores": rng.uniform(0, 1, (rois_count, classes)).astype(F32),
+        "info": np.array([[60, 80, 1]], F32),
+    }
+    attrs = {
+        "score_threshold": 0.3,
+        "nms_threshold": 0.5,
+        "max_delta_log_wh": 2.0,
+        "num_classes": classes,
+        "post_nms_count": 6,
+        "max_detections_per_image": max_detections,
+        "class_agnostic_box_regression": False,
+        "deltas_weights": [10.0, 10.0, 5.0, 5.0],
+    }
+    pairs = compare(
+        tmp_path,
+        lambda *inputs: list(
+            opset6_node("ExperimentalDetectronDetectionOutput", list(inputs), attrs).outputs()
+        ),
+        feeds,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
+    assert pairs[2][0].any()
 
 
 # -- Refused attributes ---------------------------------------------------------------------

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.registry import converts
-from b2s_onnx.ir.converters.schema import Bool, Float, Int, Ints
+from b2s_onnx.ir.converters.schema import Bool, Float, Floats, Int, Ints
 from b2s_onnx.ir.reader import Layer
 
 
@@ -203,3 +203,110 @@ def roi_feature_extractor(ctx: ConversionContext, layer: Layer, inputs: list[str
     _write(ctx, layer, 0, pooled)
     if len(layer.outputs) > 1:
         _write(ctx, layer, 1, rois)
+
+
+@converts(
+    "ExperimentalDetectronDetectionOutput",
+    (6,),
+    inputs=(4, 4),
+    attrs={
+        "score_threshold": Float(required=True),
+        "nms_threshold": Float(required=True),
+        "max_delta_log_wh": Float(required=True),
+        "num_classes": Int(required=True, minimum=1),
+        "post_nms_count": Int(required=True, minimum=1),
+        "max_detections_per_image": Int(required=True, minimum=1),
+        "class_agnostic_box_regression": Bool(default=False),
+        "deltas_weights": Floats(required=True, length=4),
+    },
+)
+def detectron_detection_output(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    """rois [R, 4], deltas [R, C*4], scores [R, C], im_info -> boxes, classes and scores of
+    at most ``max_detections_per_image`` detections, zero-padded. As OpenVINO's CPU plugin:
+    class 0 is the background, boxes are refined per class with inclusive pixels and only
+    clipped at 0, NMS runs per class (each class one batch of ONNX's NonMaxSuppression, the
+    far corners moved out by one pixel for the inclusive IoU), and the detections stay in
+    class order unless there are too many, when the best ``max_detections_per_image`` are
+    kept in score order."""
+    attrs = layer.attrs
+    rois, deltas, scores = (_float(ctx, t) for t in inputs[:3])
+    classes = attrs["num_classes"]
+    weights = attrs["deltas_weights"]
+    x0, y0, x1, y1 = (ctx.one("Gather", [rois, _i64(ctx, f"c{i}", [i])], axis=1) for i in range(4))
+    zero, one, half = _f32(ctx, "zero", 0.0), _f32(ctx, "one", 1.0), _f32(ctx, "half", 0.5)
+    valid = ctx.one(
+        "And",
+        [
+            ctx.one("Greater", [ctx.one("Sub", [x1, x0]), zero]),
+            ctx.one("Greater", [ctx.one("Sub", [y1, y0]), zero]),
+        ],
+    )  # [R, 1]
+    ww = ctx.one("Add", [ctx.one("Sub", [x1, x0]), one])
+    hh = ctx.one("Add", [ctx.one("Sub", [y1, y0]), one])
+    ctr_x = ctx.one("Add", [x0, ctx.one("Mul", [half, ww])])
+    ctr_y = ctx.one("Add", [y0, ctx.one("Mul", [half, hh])])
+    moves = ctx.one("Reshape", [deltas, _i64(ctx, "moves", [0, classes, 4])])  # [R, C, 4]
+
+    def delta(k: int) -> str:
+        value = ctx.one("Gather", [moves, _i64(ctx, f"k{k}", k)], axis=2)  # [R, C]
+        return ctx.one("Div", [value, _f32(ctx, "weight", weights[k])])
+
+    cap = _f32(ctx, "cap", attrs["max_delta_log_wh"])
+    pred_x = ctx.one("Add", [ctx.one("Mul", [delta(0), ww]), ctr_x])
+    pred_y = ctx.one("Add", [ctx.one("Mul", [delta(1), hh]), ctr_y])
+    pred_w = ctx.one("Mul", [ctx.one("Exp", [ctx.one("Min", [delta(2), cap])]), ww])
+    pred_h = ctx.one("Mul", [ctx.one("Exp", [ctx.one("Min", [delta(3), cap])]), hh])
+    half_w, half_h = ctx.one("Mul", [half, pred_w]), ctx.one("Mul", [half, pred_h])
+    corners = [
+        ctx.one("Sub", [pred_x, half_w]),
+        ctx.one("Sub", [pred_y, half_h]),
+        ctx.one("Sub", [ctx.one("Add", [pred_x, half_w]), one]),
+        ctx.one("Sub", [ctx.one("Add", [pred_y, half_h]), one]),
+    ]
+    corners = [ctx.one("Where", [valid, ctx.one("Max", [c, zero]), zero]) for c in corners]
+    boxes = ctx.one(
+        "Concat", [ctx.one("Unsqueeze", [c, _i64(ctx, "ax", [2])]) for c in corners], axis=2
+    )
+    boxes = ctx.one("Transpose", [boxes], perm=[1, 0, 2])  # [C, R, 4]
+    background = np.zeros((1, classes), bool)
+    background[0, 0] = True
+    ranked = ctx.one("Where", [valid, scores, zero])
+    ranked = ctx.one(
+        "Where", [ctx.const("background", background), _f32(ctx, "gone", -np.inf), ranked]
+    )
+    ranked = ctx.one(
+        "Unsqueeze", [ctx.one("Transpose", [ranked], perm=[1, 0]), _i64(ctx, "ax", [1])]
+    )
+    inclusive = ctx.one("Add", [boxes, _f32(ctx, "grow", [0.0, 0.0, 1.0, 1.0])])
+    selected = ctx.one(
+        "NonMaxSuppression",
+        [
+            inclusive,
+            ranked,
+            _i64(ctx, "post", [attrs["post_nms_count"]]),
+            _f32(ctx, "iou", [min(max(attrs["nms_threshold"], 0.0), 1.0)]),
+            _f32(ctx, "score", [attrs["score_threshold"]]),
+        ],
+    )  # [K, 3]: class, 0, roi
+    pick = ctx.one("Gather", [selected, _i64(ctx, "cols", [0, 2])], axis=1)
+    chosen_scores = ctx.one("GatherND", [ctx.one("Squeeze", [ranked, _i64(ctx, "ax", [1])]), pick])
+    chosen_boxes = ctx.one("GatherND", [boxes, pick])
+    chosen_classes = ctx.one("Gather", [selected, _i64(ctx, "c0", 0)], axis=1)
+    limit = attrs["max_detections_per_image"]
+    total = ctx.one("Shape", [chosen_scores])
+    kept = ctx.one("Min", [total, _i64(ctx, "limit", [limit])])
+    _, by_score = ctx.node("TopK", [chosen_scores, kept], [ctx.tmp("best"), ctx.tmp("by_score")])
+    in_order = ctx.one("Range", [_i64(ctx, "z", 0), ctx.one("Squeeze", [kept]), _i64(ctx, "o", 1)])
+    too_many = ctx.one("Greater", [total, _i64(ctx, "limit", [limit])])
+    order = ctx.one("Where", [too_many, by_score, in_order])
+    missing = ctx.one("Sub", [_i64(ctx, "limit", [limit]), kept])
+    pads_1d = ctx.one("Concat", [_i64(ctx, "z", [0]), missing], axis=0)
+    pads_2d = ctx.one("Concat", [_i64(ctx, "z", [0, 0]), missing, _i64(ctx, "z", [0])], axis=0)
+
+    def final(values: str, pads: str) -> str:
+        return ctx.one("Pad", [ctx.one("Gather", [values, order], axis=0), pads])
+
+    _write(ctx, layer, 0, final(chosen_boxes, pads_2d))
+    out = ctx.out(layer, 1)
+    ctx.one("Cast", [final(chosen_classes, pads_1d)], out, to=ctx.type_of(out))
+    _write(ctx, layer, 2, final(chosen_scores, pads_1d))
