@@ -286,6 +286,13 @@ MULTICLASS_CASES = {
     "tops-background": {"nms_top_k": 3, "keep_top_k": 4, "background_class": 1},
     "pixels-i32": {"normalized": False, "output_type": "i32", "iou_threshold": 0.3},
     "thresholds": {"iou_threshold": 1.0, "score_threshold": 0.5, "keep_top_k": 0},
+    "adaptive": {"iou_threshold": 0.8, "nms_eta": 0.7, "sort_result_type": "classid"},
+    "adaptive-pixels-top": {
+        "iou_threshold": 0.6,
+        "nms_eta": 0.9,
+        "normalized": False,
+        "nms_top_k": 5,
+    },
 }
 
 
@@ -311,7 +318,7 @@ def test_multiclass_nms_matches_openvino(tmp_path, version, case):
     assert_close(pairs, exact=True)
 
 
-@pytest.mark.parametrize("case", ["defaults", "class", "tops-background"])
+@pytest.mark.parametrize("case", ["defaults", "class", "tops-background", "adaptive"])
 def test_multiclass_nms_9_with_boxes_per_class_and_image_matches_openvino(tmp_path, case):
     rng = np.random.default_rng(7)
     counts = np.array([4, 0, 6], np.int32)
@@ -327,12 +334,12 @@ def test_multiclass_nms_9_with_boxes_per_class_and_image_matches_openvino(tmp_pa
     assert_close(pairs, exact=True)
 
 
-def test_multiclass_nms_refuses_adaptive_eta(tmp_path):
+def test_multiclass_nms_refuses_an_eta_above_one(tmp_path):
     boxes, scores = detections()
     b = o1.parameter(list(boxes.shape), F32, name="b")
     s = o1.parameter(list(scores.shape), F32, name="s")
     xml = save(tmp_path, list(o9.multiclass_nms(b, s, nms_eta=1.0).outputs()), [b, s])
-    refused(xml, "nms_eta", "1", "0.5")
+    refused(xml, "nms_eta", "1", "1.5")
 
 
 MATRIX_CASES = {

@@ -9,7 +9,7 @@ corners move out by one). The selected boxes are then ordered by image and score
 ``keep_top_k`` per image and reordered as ``sort_result_type`` asks, using stable sorts
 (TopK keeps equal keys in order). With a third input (``roisnum``, version 9) every class
 has its own boxes and each image its own range of them: each (image, class) pair becomes one
-batch of ONNX's NonMaxSuppression.
+batch of ONNX's NonMaxSuppression. Adaptive NMS (``nms_eta`` < 1) is :mod:`adaptive_nms`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.adaptive_nms import adaptive_selection
 from b2s_onnx.ir.converters.nms import onnxruntime_thresholds
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, ElementType, Float, Int
@@ -104,8 +104,20 @@ def _candidates(ctx: ConversionContext, layer: Layer, scores: str) -> str:
 
 
 def _select(ctx: ConversionContext, layer: Layer, boxes: str, scores: str) -> str:
-    """ONNX NonMaxSuppression with OpenVINO's thresholds: selected [K, 3] int64."""
+    """ONNX NonMaxSuppression with OpenVINO's thresholds (a Loop for adaptive NMS):
+    selected [K, 3] int64."""
     attrs = layer.attrs
+    if attrs["nms_eta"] < 1.0:
+        return adaptive_selection(
+            ctx,
+            boxes,
+            scores,
+            iou_threshold=attrs["iou_threshold"],
+            eta=attrs["nms_eta"],
+            score_threshold=attrs["score_threshold"],
+            top_k=attrs["nms_top_k"],
+            normalized=attrs["normalized"],
+        )
     if not attrs["normalized"]:
         boxes = ctx.one("Add", [boxes, _f32(ctx, "inclusive", [0.0, 0.0, 1.0, 1.0])])
     count = ctx.one("Slice", [ctx.one("Shape", [scores]), _i64(ctx, "b", [2]), _i64(ctx, "e", [3])])
@@ -120,12 +132,6 @@ def _select(ctx: ConversionContext, layer: Layer, boxes: str, scores: str) -> st
 
 
 def multiclass_nms(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
-    attrs = layer.attrs
-    if attrs["nms_eta"] < 1.0:
-        raise B2SError(
-            f"{layer.where()}: attribute nms_eta='{attrs['nms_eta']:g}': adaptive NMS "
-            "(nms_eta < 1) is not supported"
-        )
     boxes, scores = _float(ctx, inputs[0]), _float(ctx, inputs[1])
     shared = len(inputs) == 2
     shape = ctx.one("Shape", [scores])
