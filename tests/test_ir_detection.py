@@ -4,6 +4,7 @@ each built with OpenVINO's Python API, converted, and run against OpenVINO's CPU
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 
 import b2s_onnx
@@ -19,6 +20,7 @@ import openvino.opset5 as o5  # noqa: E402
 import openvino.opset6 as o6  # noqa: E402
 import openvino.opset8 as o8  # noqa: E402
 import openvino.opset9 as o9  # noqa: E402
+import openvino.opset15 as o15  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
@@ -81,6 +83,7 @@ def compare(tmp_path, build, feeds, opset=18):
     outputs = outputs if isinstance(outputs, list | tuple) else [outputs]
     xml = save(tmp_path, [o.output(0) if hasattr(o, "output") else o for o in outputs], params)
     converted = b2s_onnx.convert_ir(xml, opset=opset)
+    onnx.checker.check_model(converted, full_check=True)
     ours = run_onnxruntime(converted, feeds)
     compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     theirs = compiled(feeds)
@@ -485,8 +488,6 @@ def test_roi_align_9_matches_openvino(tmp_path, mode, aligned, opset):
 @pytest.mark.parametrize("clockwise", [False, True])
 @pytest.mark.parametrize(("ratio", "scale"), [(0, 1.0), (2, 0.5)])
 def test_roi_align_rotated_matches_openvino(tmp_path, clockwise, ratio, scale):
-    import openvino.opset15 as o15
-
     feeds = roi_feeds(4)
     feeds["rois"] = np.array(
         [
@@ -868,8 +869,6 @@ def rpn_inputs(batch, anchors=3, height=4, width=5, seed=0):
 @pytest.mark.parametrize("normalized", [True, False])
 @pytest.mark.parametrize(("info_size", "pre", "post"), [(3, 40, 12), (4, 30, 50)])
 def test_generate_proposals_matches_openvino(tmp_path, normalized, info_size, pre, post):
-    import openvino.opset15 as o15
-
     anchors, deltas, scores = rpn_inputs(2)
     info = np.array([[70, 80, 1.0, 0.9], [60, 90, 1.2, 1.0]], F32)[:, :info_size]
     feeds = {"info": info, "anchors": anchors, "deltas": deltas, "scores": scores}
@@ -1183,3 +1182,58 @@ def test_invalid_attribute_is_refused_naming_it(tmp_path, layer_type):
     outputs = outputs if isinstance(outputs, list) else [outputs]
     xml = save(tmp_path, outputs, [param])
     refused(xml, key, old, new)
+
+
+# -- Target opsets ---------------------------------------------------------------------------
+
+
+def _opset_cases():
+    boxes, scores = detections(seed=2)
+    sorted_boxes = np.sort(boxes.reshape(2, 10, 2, 2), axis=2).reshape(2, 10, 4)
+    nms_feeds = {"boxes": sorted_boxes, "scores": scores}
+    anchors, deltas, rpn_scores = rpn_inputs(1)
+    rng = np.random.default_rng(0)
+    return {
+        "soft-nms": (
+            lambda b, s: list(
+                o9.non_max_suppression(
+                    b, s, const(4, np.int64), const(0.5), const(0.1), const(0.4)
+                ).outputs()
+            ),
+            nms_feeds,
+        ),
+        "adaptive-multiclass-nms": (
+            lambda b, s: list(o9.multiclass_nms(b, s, iou_threshold=0.7, nms_eta=0.8).outputs()),
+            nms_feeds,
+        ),
+        "matrix-nms": (lambda b, s: list(o8.matrix_nms(b, s).outputs()), nms_feeds),
+        "roi-align-max": (
+            lambda x, r, b: o9.roi_align(x, r, b, 2, 2, 0, 1.0, "max", "half_pixel"),
+            roi_feeds(),
+        ),
+        "ctc": (
+            lambda x, n: list(o6.ctc_greedy_decoder_seq_len(x, n).outputs()),
+            {"x": peaked_logits([2, 6, 4]), "n": np.array([6, 3], np.int32)},
+        ),
+        "generate-proposals": (
+            lambda i, a, d, s: list(o15.generate_proposals(i, a, d, s, 4.0, 0.6, 30, 10).outputs()),
+            {
+                "info": np.array([[70, 80, 1.0]], F32),
+                "anchors": anchors,
+                "deltas": deltas,
+                "scores": rpn_scores,
+            },
+        ),
+        "adaptive-pool": (
+            lambda x: list(o8.adaptive_max_pool(x, const([3, 2], np.int64), "i32").outputs()),
+            {"x": rng.standard_normal((1, 2, 7, 5)).astype(F32)},
+        ),
+    }
+
+
+@pytest.mark.parametrize("opset", [13, 21])
+@pytest.mark.parametrize("case", list(_opset_cases()))
+def test_layers_convert_at_the_oldest_and_newest_target_opsets(tmp_path, case, opset):
+    build, feeds = _opset_cases()[case]
+    pairs = compare(tmp_path, build, feeds, opset=opset)
+    assert_close(pairs, atol=2e-5, rtol=1e-5)

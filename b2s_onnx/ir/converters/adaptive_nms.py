@@ -59,7 +59,7 @@ def _pairwise_iou(ctx: ConversionContext, boxes: str, extra: float) -> str:
     return ctx.one("Where", [empty, zero, ctx.one("Div", [inter, union])])
 
 
-def _scan_body(local, iou: str, valid: str, marginal: str, eta: float) -> object:
+def _scan_body(local, iou: str, valid: str, marginal: str, eta: float, opset: int) -> object:
     """One candidate rank ``t`` for every row: kept unless it overlaps a selected box at the
     row's current threshold; a kept box shrinks that threshold (while above 0.5). A
     candidate scoring exactly the score threshold is compared with the last selected box
@@ -80,7 +80,11 @@ def _scan_body(local, iou: str, valid: str, marginal: str, eta: float) -> object
         n("GreaterOrEqual", ["against", "threshold_k"], ["overlaps"]),
         n("And", ["overlaps", "selected"], ["hits"]),
         n("Cast", ["hits"], ["hits_f"], to=f),
-        n("ReduceMax", ["hits_f", "last"], ["hit_any"], keepdims=0),
+        (
+            n("ReduceMax", ["hits_f", "last"], ["hit_any"], keepdims=0)
+            if opset >= 18
+            else n("ReduceMax", ["hits_f"], ["hit_any"], axes=[-1], keepdims=0)
+        ),
         constant("none", i64, [], [0]),
         n("Max", ["latest", "none"], ["latest_safe"]),
         n("Unsqueeze", ["latest_safe", "last"], ["latest_k"]),
@@ -181,7 +185,7 @@ def adaptive_selection(
     marginal = ctx.one("LessOrEqual", [ranked, _f32(ctx, "score", score_threshold)])
     latest = ctx.one("Expand", [_i64(ctx, "none", -1), rows])
     prefix = ctx.tmp("adaptive")
-    body = _scan_body(lambda name: f"{prefix}/{name}", iou, valid, marginal, eta)
+    body = _scan_body(lambda name: f"{prefix}/{name}", iou, valid, marginal, eta, ctx.opset)
     selected, _, _ = ctx.node(
         "Loop",
         [
