@@ -34,7 +34,7 @@ def _f32(ctx: ConversionContext, tensor: str) -> str:
     return ctx.one("Cast", [tensor], to=TensorProto.FLOAT)
 
 
-def _one_value(ctx: ConversionContext, inputs: list[str], index: int, default, to: int) -> str:
+def one_value(ctx: ConversionContext, inputs: list[str], index: int, default, to: int) -> str:
     """Optional scalar input ``index`` as a one-element tensor of type ``to``."""
     if index >= len(inputs):
         dtype = np.int64 if to == TensorProto.INT64 else np.float32
@@ -116,13 +116,21 @@ def _pairwise_iou(ctx: ConversionContext, boxes: str, center: bool) -> str:
 
 
 def _soft_nms_body(
-    local, soft: str, scale: str, iou_threshold: str, score_threshold: str, outer: dict[str, str]
+    local,
+    soft: str,
+    scale: str,
+    iou_threshold: str,
+    score_threshold: str,
+    outer: dict[str, str],
+    rules: tuple[str, str],
 ) -> object:
     """One greedy step for every (batch, class) row at once: select the best remaining box,
     then decay (soft) or drop (hard) the others by their IoU with it. ``local`` prefixes the
     body's own names so that none shadows a name of the enclosing graph; ``outer`` maps the
-    body's names for enclosing tensors (pairwise IoU, each row's batch) to theirs."""
+    body's names for enclosing tensors (pairwise IoU, each row's batch) to theirs. ``rules``
+    names the comparisons that keep a score and that drop an overlapping box."""
     f, i64, b = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+    score_rule, iou_rule = rules
 
     def n(op: str, inputs: list[str], outputs: list[str], **attrs):
         return helper.make_node(
@@ -135,7 +143,7 @@ def _soft_nms_body(
     nodes = [
         n("ArgMax", [local("scores")], ["best"], axis=1, keepdims=1),
         n("GatherElements", [local("scores"), local("best")], ["value"], axis=1),
-        n("Greater", [local("value"), score_threshold], ["above"]),
+        n(score_rule, [local("value"), score_threshold], ["above"]),
         n("And", [local("alive"), local("above")], ["valid"]),
         n("Concat", ["row_batch", local("best")], ["pick"], axis=1),
         n("GatherND", ["pairwise", local("pick")], ["iou"]),
@@ -146,7 +154,7 @@ def _soft_nms_body(
         constant("zero", f, [], [0.0]),
         n("Where", [local("kept"), local("weight"), local("zero")], ["soft_weight"]),
         n("Mul", [local("scores"), local("soft_weight")], ["decayed"]),
-        n("GreaterOrEqual", [local("iou"), iou_threshold], ["overlap"]),
+        n(iou_rule, [local("iou"), iou_threshold], ["overlap"]),
         constant("gone", f, [], [-np.inf]),
         n("Where", [local("overlap"), local("gone"), local("scores")], ["dropped"]),
         n("Where", [soft, local("decayed"), local("dropped")], ["updated"]),
@@ -189,19 +197,23 @@ def _soft_nms_body(
     )
 
 
-def _soft_nms(
+#: NonMaxSuppression-5/9: keep scores above the threshold, drop at IoU >= threshold.
+NMS_RULES = ("Greater", "GreaterOrEqual")
+
+
+def greedy_selection(
     ctx: ConversionContext,
-    boxes: str,
+    pairwise: str,
     scores: str,
     max_boxes: str,
     iou: str,
     score_threshold: str,
     sigma: str,
-    center: bool,
+    rules: tuple[str, str] = NMS_RULES,
 ) -> tuple[str, str]:
-    """Greedy (soft-)NMS of every batch and class as a Loop; returns the selected
-    [M, 3] indices (int64) and their final scores [M], in batch, class, selection order."""
-    pairwise = _pairwise_iou(ctx, boxes, center)
+    """Greedy (soft-)NMS of every batch and class as a Loop, given the pairwise IoU
+    [B, N, N] of each batch's boxes; returns the selected [M, 3] indices (int64) and their
+    final scores [M], in batch, class, selection order."""
     i64 = np.int64
     shape = ctx.one("Shape", [scores])
     classes = ctx.one("Gather", [shape, ctx.const("c", np.asarray([1], i64))])
@@ -246,6 +258,7 @@ def _soft_nms(
         iou,
         score_threshold,
         {"pairwise": pairwise, "row_batch": row_batch},
+        rules,
     )
     loop_out = [ctx.tmp(h) for h in ("scores_left", "alive_left", "best", "value", "valid")]
     ctx.node(
@@ -308,7 +321,7 @@ def _hard_nms(
     return selected, ctx.one("GatherND", [scores, selected])
 
 
-def _emit_outputs(
+def emit_outputs(
     ctx: ConversionContext, layer: Layer, selected: str, score: str, sort: bool
 ) -> None:
     if sort:  # TopK keeps equal scores in index order: a stable sort, as OpenVINO's
@@ -361,23 +374,24 @@ def _soft_sigma(ctx: ConversionContext, inputs: list[str]) -> str | None:
     known = ctx.value(inputs[5])
     if known is not None and not (np.asarray(known, np.float64) > 0).any():
         return None
-    return _one_value(ctx, inputs, 5, 0.0, TensorProto.FLOAT)
+    return one_value(ctx, inputs, 5, 0.0, TensorProto.FLOAT)
 
 
 def non_max_suppression(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     center = layer.attrs["box_encoding"] == "center"
     boxes, scores = _f32(ctx, inputs[0]), _f32(ctx, inputs[1])
-    max_boxes = _one_value(ctx, inputs, 2, 0, TensorProto.INT64)
-    iou = _one_value(ctx, inputs, 3, 0.0, TensorProto.FLOAT)
-    score_threshold = _one_value(ctx, inputs, 4, 0.0, TensorProto.FLOAT)
+    max_boxes = one_value(ctx, inputs, 2, 0, TensorProto.INT64)
+    iou = one_value(ctx, inputs, 3, 0.0, TensorProto.FLOAT)
+    score_threshold = one_value(ctx, inputs, 4, 0.0, TensorProto.FLOAT)
     sigma = _soft_sigma(ctx, inputs)
     if sigma is None:
         selected, score = _hard_nms(ctx, boxes, scores, max_boxes, iou, score_threshold, center)
     else:
-        selected, score = _soft_nms(
-            ctx, boxes, scores, max_boxes, iou, score_threshold, sigma, center
+        pairwise = _pairwise_iou(ctx, boxes, center)
+        selected, score = greedy_selection(
+            ctx, pairwise, scores, max_boxes, iou, score_threshold, sigma
         )
-    _emit_outputs(ctx, layer, selected, score, layer.attrs["sort_result_descending"])
+    emit_outputs(ctx, layer, selected, score, layer.attrs["sort_result_descending"])
 
 
 converts("NonMaxSuppression", (1,), inputs=(2, 5), attrs={**_ENCODING, **_SORT})(
