@@ -60,6 +60,7 @@ COVERED_LAYERS = {
     ("ExperimentalDetectronGenerateProposalsSingleImage", "opset6"),
     ("DeformablePSROIPooling", "opset1"),
     ("ExperimentalDetectronDetectionOutput", "opset6"),
+    ("NMSRotated", "opset13"),
 }
 
 
@@ -279,6 +280,58 @@ def test_nms_refuses_an_unknown_box_encoding(tmp_path):
     node = o9.non_max_suppression(b, s, const(3, np.int64), const(0.5), const(0.1))
     xml = save(tmp_path, list(node.outputs()), [b, s])
     refused(xml, "box_encoding", "corner", "diagonal")
+
+
+def rotated_detections(seed=0, batches=2, boxes=8, classes=2):
+    rng = np.random.default_rng(seed)
+    centres = rng.uniform(4, 8, (batches, boxes, 2))
+    sizes = rng.uniform(2, 5, (batches, boxes, 2))
+    angles = rng.uniform(-1.5, 1.5, (batches, boxes, 1))
+    rotated = np.concatenate([centres, sizes, angles], -1).astype(F32)
+    rotated[:, 1] = rotated[:, 0]  # a copy: IoU 1
+    rotated[:, 2, 4] = 0.0  # an upright box
+    return rotated, rng.uniform(0, 1, (batches, classes, boxes)).astype(F32)
+
+
+@pytest.mark.parametrize("clockwise", [True, False])
+@pytest.mark.parametrize("sort", [True, False])
+@pytest.mark.parametrize(("iou", "score"), [(0.3, 0.2), (0.6, 0.0)])
+def test_nms_rotated_matches_openvino(tmp_path, clockwise, sort, iou, score):
+    import openvino.opset13 as o13
+
+    boxes, scores = rotated_detections()
+    pairs = compare(
+        tmp_path,
+        lambda b, s: list(
+            o13.nms_rotated(
+                b, s, const(5, np.int64), const(iou), const(score), sort, "i64", clockwise
+            ).outputs()
+        ),
+        {"boxes": boxes, "scores": scores},
+    )
+    assert_close(pairs, exact=True)
+    assert len(pairs[0][0]) > 0
+
+
+@pytest.mark.parametrize("clockwise", [True, False])
+def test_nms_rotated_angle_direction_matters(tmp_path, clockwise):
+    """Box 1, turned by 45 degrees about (2, 2), crosses box 0 only in OpenVINO's clockwise
+    direction (image coordinates, y downwards)."""
+    import openvino.opset13 as o13
+
+    boxes = np.array([[[0, 0, 6, 1, 0], [2, 2, 6, 1, np.pi / 4]]], F32)
+    scores = np.array([[[0.5, 0.9]]], F32)
+    pairs = compare(
+        tmp_path,
+        lambda b, s: list(
+            o13.nms_rotated(
+                b, s, const(5, np.int64), const(0.01), const(0.0), True, "i64", clockwise
+            ).outputs()
+        ),
+        {"boxes": boxes, "scores": scores},
+    )
+    assert_close(pairs, exact=True)
+    assert len(pairs[0][0]) == (1 if clockwise else 2)
 
 
 # -- MulticlassNms ---------------------------------------------------------------------------

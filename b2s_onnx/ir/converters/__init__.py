@@ -13,6 +13,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     matrix_nms,
     multiclass_nms,
     nms,
+    nms_rotated,
     nonzero,
     proposal,
     reduce,
