@@ -37,9 +37,11 @@ COVERED_LAYERS = {
     ("CTCGreedyDecoderSeqLen", "opset6"),
     ("ROIAlign", "opset3"),
     ("ROIAlign", "opset9"),
+    ("ROIPooling", "opset1"),
     ("ROIPooling", "opset2"),
     ("PSROIPooling", "opset1"),
     ("RegionYolo", "opset1"),
+    ("ReorgYolo", "opset1"),
     ("ReorgYolo", "opset2"),
     ("GridSample", "opset9"),
     ("ExtractImagePatches", "opset3"),
@@ -714,6 +716,27 @@ def test_region_yolo_matches_openvino(
 def test_reorg_yolo_matches_openvino_exactly(tmp_path, stride, shape):
     pairs, _ = run_both(tmp_path, lambda x: o2.reorg_yolo(x, [stride]), [shape])
     assert_close(pairs, exact=True)
+
+
+def test_roi_pooling_and_reorg_yolo_read_as_opset1_match_openvino(tmp_path):
+    """OpenVINO writes both as opset2 but reads them under opset1 too (older IRs)."""
+    rng = np.random.default_rng(0)
+    feeds = {
+        "x": rng.standard_normal((1, 8, 4, 6)).astype(F32),
+        "r": np.array([[0, 0.5, 1, 4, 3]], F32),
+    }
+    x = o1.parameter([1, 8, 4, 6], F32, name="x")
+    r = o1.parameter([1, 5], F32, name="r")
+    outputs = [o2.roi_pooling(x, r, output_roi=[2, 2], spatial_scale=1.0), o2.reorg_yolo(x, [2])]
+    xml = save(tmp_path, outputs, [x, r])
+    xml.write_text(xml.read_text().replace('version="opset2"', 'version="opset1"'))
+    assert 'type="ROIPooling" version="opset1"' in xml.read_text()
+    ours = run_onnxruntime(b2s_onnx.convert_ir(xml), feeds)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    theirs = compiled(feeds)
+    for port in compiled.outputs:
+        name = next(n for n in ours if n in port.get_names())
+        assert_close([(ours[name], np.asarray(theirs[port]))], exact=True)
 
 
 def test_reorg_yolo_refuses_channels_not_divisible_by_the_stride(tmp_path):

@@ -1,4 +1,4 @@
-"""Region-of-interest pooling: ROIAlign-3/9, ROIPooling (IR version opset2), PSROIPooling-1.
+"""Region-of-interest pooling: ROIAlign-3/9, ROIPooling-1 (written as opset2), PSROIPooling-1.
 
 ONNX's RoiAlign computes OpenVINO's average mode (OpenVINO's ``half_pixel`` only shifts the
 boxes by half a pixel more); its max mode is a different formula (onnxruntime takes the
@@ -365,7 +365,7 @@ def _bilinear_roi_pooling(ctx: ConversionContext, layer: Layer, data: str, rois:
 
 @converts(
     "ROIPooling",
-    (2,),
+    (1, 2),
     inputs=(2, 2),
     attrs={
         "pooled_h": Int(required=True, minimum=1),

@@ -1,5 +1,5 @@
-"""YOLO heads: RegionYolo-1 (activations of the region layer) and ReorgYolo (darknet's
-space-to-depth, IR version opset2).
+"""YOLO heads: RegionYolo-1 (activations of the region layer) and ReorgYolo-1 (darknet's
+space-to-depth, written as opset2).
 
 RegionYolo views the channels as [regions, coords + 1 + classes] and activates each part
 (sigmoid on x, y and the confidence, softmax or sigmoid on the classes); ReorgYolo is a
@@ -104,7 +104,7 @@ def region_yolo(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None
     ctx.one("Reshape", [activated, target], ctx.out(layer))
 
 
-@converts("ReorgYolo", (2,), inputs=(1, 1), attrs={"stride": Ints(required=True, minimum=1)})
+@converts("ReorgYolo", (1, 2), inputs=(1, 1), attrs={"stride": Ints(required=True, minimum=1)})
 def reorg_yolo(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     """out viewed as [N, C, H, W] at (n, (oy * s + ox) * C / s^2 + c, h, w) is the input
     viewed as [N, C / s^2, H * s, W * s] at (n, c, h * s + oy, w * s + ox)."""
