@@ -1315,3 +1315,63 @@ def test_layers_convert_at_the_oldest_and_newest_target_opsets(tmp_path, case, o
     build, feeds = _opset_cases()[case]
     pairs = compare(tmp_path, build, feeds, opset=opset)
     assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+# -- Dynamic dimensions ----------------------------------------------------------------------
+
+
+def _nms_inputs(count, seed):
+    boxes, scores = detections(batches=1, boxes=count, classes=2, seed=seed)
+    return {"b": np.sort(boxes.reshape(1, count, 2, 2), axis=2).reshape(1, count, 4), "s": scores}
+
+
+DYNAMIC_CASES = {
+    "nms": (
+        lambda b, s: list(
+            o9.non_max_suppression(b, s, const(3, np.int64), const(0.4), const(0.1)).outputs()
+        ),
+        {"b": [-1, -1, 4], "s": [-1, 2, -1]},
+        [_nms_inputs(6, 0), _nms_inputs(9, 1)],
+    ),
+    "soft-nms": (
+        lambda b, s: list(
+            o9.non_max_suppression(
+                b, s, const(3, np.int64), const(0.4), const(0.1), const(0.5)
+            ).outputs()
+        ),
+        {"b": [-1, -1, 4], "s": [-1, 2, -1]},
+        [_nms_inputs(6, 0), _nms_inputs(9, 1)],
+    ),
+    "multiclass-nms": (
+        lambda b, s: list(o9.multiclass_nms(b, s, score_threshold=0.1, keep_top_k=4).outputs()),
+        {"b": [-1, -1, 4], "s": [-1, 2, -1]},
+        [_nms_inputs(6, 2), _nms_inputs(9, 3)],
+    ),
+    "deformable-convolution": (
+        lambda x, o: o8.deformable_convolution(
+            x, o, const(np.ones((4, 2, 3, 3)) * 0.1), [1, 1], [1, 1], [1, 1], [1, 1]
+        ),
+        {"x": [-1, 2, -1, -1], "o": [-1, 18, -1, -1]},
+        [
+            {"x": np.ones((1, 2, 5, 6), F32), "o": np.full((1, 18, 5, 6), 0.3, F32)},
+            {"x": np.ones((2, 2, 4, 4), F32), "o": np.full((2, 18, 4, 4), -0.6, F32)},
+        ],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", DYNAMIC_CASES)
+def test_layers_with_dynamic_dims_run_at_several_sizes(tmp_path, case):
+    build, shapes, feeds_list = DYNAMIC_CASES[case]
+    params = [o1.parameter(ov.PartialShape(shape), F32, name=k) for k, shape in shapes.items()]
+    outputs = build(*params)
+    xml = save(tmp_path, outputs if isinstance(outputs, list) else [outputs], params)
+    converted = b2s_onnx.convert_ir(xml)
+    onnx.checker.check_model(converted, full_check=True)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    for feeds in feeds_list:
+        ours = run_onnxruntime(converted, feeds)
+        theirs = compiled(feeds)
+        for port in compiled.outputs:
+            name = next(n for n in ours if n in port.get_names())
+            assert_close([(ours[name], np.asarray(theirs[port]))], atol=1e-5, rtol=1e-5)
