@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import b2s_onnx
 from b2s_onnx.parity.runtime import run_onnxruntime
@@ -1375,3 +1377,51 @@ def test_layers_with_dynamic_dims_run_at_several_sizes(tmp_path, case):
         for port in compiled.outputs:
             name = next(n for n in ours if n in port.get_names())
             assert_close([(ours[name], np.asarray(theirs[port]))], atol=1e-5, rtol=1e-5)
+
+
+# -- Properties ------------------------------------------------------------------------------
+
+#: Each example compiles a model in OpenVINO: a quarter of the profile's examples (12 in CI).
+EXAMPLES = max(12, settings.default.max_examples // 4)
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    seed=st.integers(0, 2**16),
+    iou=st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
+    sigma=st.sampled_from([0.0, 0.4]),
+    sort=st.booleans(),
+)
+def test_nms_9_matches_openvino_on_random_clusters(tmp_path_factory, seed, iou, sigma, sort):
+    boxes, scores = detections(batches=1, boxes=12, classes=2, seed=seed)
+    tmp_path = tmp_path_factory.mktemp("nms")
+    pairs = compare(
+        tmp_path,
+        lambda b, s: list(
+            o9.non_max_suppression(
+                b, s, const(6, np.int64), const(iou), const(0.05), const(sigma), "corner", sort
+            ).outputs()
+        ),
+        {"boxes": boxes, "scores": scores},
+    )
+    indices, selected_scores, valid = pairs
+    assert_close([indices, valid], exact=True)
+    assert_close([selected_scores], atol=1e-6, rtol=1e-6)
+
+
+@settings(max_examples=EXAMPLES)
+@given(seed=st.integers(0, 2**16), merge=st.booleans(), blank=st.integers(0, 3))
+def test_ctc_greedy_decoder_seq_len_matches_openvino_on_random_logits(
+    tmp_path_factory, seed, merge, blank
+):
+    rng = np.random.default_rng(seed)
+    logits = peaked_logits([3, 7, 4], seed=seed)
+    lengths = rng.integers(0, 8, 3).astype(np.int32)
+    pairs = compare(
+        tmp_path_factory.mktemp("ctc"),
+        lambda x, n: list(
+            o6.ctc_greedy_decoder_seq_len(x, n, const(blank, np.int32), merge).outputs()
+        ),
+        {"x": logits, "n": lengths},
+    )
+    assert_close(pairs, exact=True)
