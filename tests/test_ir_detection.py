@@ -258,6 +258,14 @@ def test_soft_nms_matches_openvino(tmp_path, version, sort, sigma):
     assert (scores[0][:, 2] < original[batch, cls, box]).any(), "no score was decayed"
 
 
+def test_soft_nms_ignores_the_iou_threshold_as_the_cpu_plugin_does(tmp_path):
+    """With soft-NMS the CPU plugin only decays scores; an IoU threshold of 0 suppresses
+    nothing (hard NMS would keep one box per class)."""
+    (indices, expected), *_ = run_nms(tmp_path, 9, sigma=0.5, iou=0.0, score=0.05)[0]
+    assert indices.tobytes() == expected.tobytes()
+    assert len(indices) > 2 * 3 * 1
+
+
 def test_nms_thresholds_may_be_run_time_inputs(tmp_path):
     boxes, scores = detections()
 

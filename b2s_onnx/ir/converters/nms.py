@@ -7,7 +7,8 @@ three ways, each absorbed here: it suppresses at ``iou >= threshold`` (onnxrunti
 ``>``), an absent score threshold means 0 (onnxruntime: none), and any IoU threshold is
 allowed (onnxruntime refuses those outside [0, 1]). Soft-NMS (a positive
 ``soft_nms_sigma``) has no ONNX operator: it is composed as a Loop that selects one box per
-batch and class per iteration and decays the others' scores by ``exp(-iou^2 / 2 sigma)``.
+batch and class per iteration and decays the others' scores by ``exp(-iou^2 / 2 sigma)``;
+like the CPU plugin, soft-NMS ignores the IoU threshold (only the score threshold ends it).
 """
 
 from __future__ import annotations
@@ -150,10 +151,7 @@ def _soft_nms_body(
         n("Mul", [local("iou"), local("iou")], ["iou2"]),
         n("Mul", [local("iou2"), scale], ["exponent"]),
         n("Exp", [local("exponent")], ["weight"]),
-        n("LessOrEqual", [local("iou"), iou_threshold], ["kept"]),
-        constant("zero", f, [], [0.0]),
-        n("Where", [local("kept"), local("weight"), local("zero")], ["soft_weight"]),
-        n("Mul", [local("scores"), local("soft_weight")], ["decayed"]),
+        n("Mul", [local("scores"), local("weight")], ["decayed"]),
         n(iou_rule, [local("iou"), iou_threshold], ["overlap"]),
         constant("gone", f, [], [-np.inf]),
         n("Where", [local("overlap"), local("gone"), local("scores")], ["dropped"]),
