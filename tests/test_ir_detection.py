@@ -1433,3 +1433,38 @@ def test_ctc_greedy_decoder_seq_len_matches_openvino_on_random_logits(
         {"x": logits, "n": lengths},
     )
     assert_close(pairs, exact=True)
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    seed=st.integers(0, 2**16),
+    sort=st.sampled_from(["none", "score", "classid"]),
+    across=st.booleans(),
+    nms_top_k=st.sampled_from([-1, 2, 5]),
+    keep_top_k=st.sampled_from([-1, 3, 7]),
+    eta=st.sampled_from([1.0, 0.8]),
+    normalized=st.booleans(),
+    background=st.sampled_from([-1, 0, 2]),
+)
+def test_multiclass_nms_matches_openvino_on_random_attributes(
+    tmp_path_factory, seed, sort, across, nms_top_k, keep_top_k, eta, normalized, background
+):
+    boxes, scores = detections(batches=2, boxes=9, classes=3, seed=seed)
+    boxes = np.sort(boxes.reshape(2, 9, 2, 2), axis=2).reshape(2, 9, 4) * 3
+    attrs = {
+        "sort_result_type": sort,
+        "sort_result_across_batch": across,
+        "nms_top_k": nms_top_k,
+        "keep_top_k": keep_top_k,
+        "nms_eta": eta,
+        "normalized": normalized,
+        "background_class": background,
+        "iou_threshold": 0.6,
+        "score_threshold": 0.1,
+    }
+    pairs = compare(
+        tmp_path_factory.mktemp("multiclass"),
+        lambda b, s: list(o9.multiclass_nms(b, s, **attrs).outputs()),
+        {"boxes": boxes, "scores": scores},
+    )
+    assert_close(pairs, exact=True)
