@@ -1468,3 +1468,61 @@ def test_multiclass_nms_matches_openvino_on_random_attributes(
         {"boxes": boxes, "scores": scores},
     )
     assert_close(pairs, exact=True)
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    seed=st.integers(0, 2**16),
+    decay=st.sampled_from(["linear", "gaussian"]),
+    nms_top_k=st.sampled_from([-1, 4]),
+    keep_top_k=st.sampled_from([-1, 5]),
+    post=st.sampled_from([0.0, 0.3]),
+    normalized=st.booleans(),
+)
+def test_matrix_nms_matches_openvino_on_random_attributes(
+    tmp_path_factory, seed, decay, nms_top_k, keep_top_k, post, normalized
+):
+    boxes, scores = detections(batches=2, boxes=9, classes=3, seed=seed)
+    boxes = np.sort(boxes.reshape(2, 9, 2, 2), axis=2).reshape(2, 9, 4) * 3
+    attrs = {
+        "decay_function": decay,
+        "nms_top_k": nms_top_k,
+        "keep_top_k": keep_top_k,
+        "post_threshold": post,
+        "normalized": normalized,
+        "score_threshold": 0.1,
+        "sort_result_type": "score",
+        "sort_result_across_batch": True,
+    }
+    pairs = compare(
+        tmp_path_factory.mktemp("matrix"),
+        lambda b, s: list(o8.matrix_nms(b, s, **attrs).outputs()),
+        {"boxes": boxes, "scores": scores},
+    )
+    (outputs, expected), *counts = pairs
+    assert_close(counts, exact=True)
+    assert_close([(outputs, expected)], atol=1e-6, rtol=1e-6)
+
+
+@settings(max_examples=EXAMPLES)
+@given(
+    seed=st.integers(0, 2**16),
+    mode=st.sampled_from(["avg", "max"]),
+    aligned=st.sampled_from(["asymmetric", "half_pixel_for_nn", "half_pixel"]),
+    ratio=st.integers(0, 3),
+)
+def test_roi_align_matches_openvino_on_random_boxes(tmp_path_factory, seed, mode, aligned, ratio):
+    rng = np.random.default_rng(seed)
+    start = rng.uniform(-3, 10, (4, 2))
+    rois = np.concatenate([start, start + rng.uniform(0, 8, (4, 2))], 1).astype(F32)
+    feeds = {
+        "data": rng.standard_normal((2, 2, 7, 9)).astype(F32),
+        "rois": rois,
+        "batch": rng.integers(0, 2, 4).astype(np.int32),
+    }
+    pairs = compare(
+        tmp_path_factory.mktemp("roi_align"),
+        lambda x, r, b: o9.roi_align(x, r, b, 2, 3, ratio, 0.75, mode, aligned),
+        feeds,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
