@@ -1316,6 +1316,13 @@ def _opset_cases():
             lambda x: list(o8.adaptive_max_pool(x, const([3, 2], np.int64), "i32").outputs()),
             {"x": rng.standard_normal((1, 2, 7, 5)).astype(F32)},
         ),
+        "adaptive-avg-pool-and-patches": (
+            lambda x: [
+                o8.adaptive_avg_pool(x, const([3, 2], np.int64)),
+                o3.extract_image_patches(x, [2, 2], [2, 1], [1, 1], "same_upper"),
+            ],
+            {"x": rng.standard_normal((1, 2, 7, 5)).astype(F32)},
+        ),
     }
 
 

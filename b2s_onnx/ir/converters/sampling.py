@@ -25,6 +25,11 @@ def _i64(ctx: ConversionContext, hint: str, values) -> str:
     return ctx.const(hint, np.asarray(values, np.int64))
 
 
+def _typed(ctx: ConversionContext, hint: str, value, like: str) -> str:
+    """A float constant in the element type of ``like`` (CastLike needs opset 15)."""
+    return ctx.one("Cast", [ctx.const(hint, np.asarray(value, np.float32))], to=ctx.type_of(like))
+
+
 def _static_spatial(ctx: ConversionContext, layer: Layer, data: str) -> list[int]:
     shape = ctx.shape(data)
     if shape is None or len(shape) < 3 or any(d is None for d in shape[2:]):
@@ -61,7 +66,7 @@ def grid_sample(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None
     data, grid = inputs
     out = ctx.out(layer)
     if ctx.type_of(grid) != ctx.type_of(data):
-        grid = ctx.one("CastLike", [grid, data])
+        grid = ctx.one("Cast", [grid], to=ctx.type_of(data))
     ctx.one(
         "GridSample",
         [data, grid],
@@ -109,7 +114,7 @@ def extract_image_patches(ctx: ConversionContext, layer: Layer, inputs: list[str
     out_h, top, bottom = _patch_geometry(height, kh, sh, rh, attrs["auto_pad"])
     out_w, left, right = _patch_geometry(width, kw, sw, rw, attrs["auto_pad"])
     if top or bottom or left or right:
-        zero = ctx.one("CastLike", [ctx.const("zero", np.asarray(0.0, np.float32)), data])
+        zero = _typed(ctx, "zero", 0.0, data)
         data = ctx.one(
             "Pad", [data, _i64(ctx, "pads", [0, 0, top, left, 0, 0, bottom, right]), zero]
         )
@@ -167,13 +172,11 @@ def _gathered_bins(ctx: ConversionContext, layer: Layer, inputs: list[str]):
 @converts("AdaptiveAvgPool", (8,), inputs=(2, 2), attrs={})
 def adaptive_avg_pool(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     bins, _, real = _gathered_bins(ctx, layer, inputs)
-    zero = ctx.one("CastLike", [ctx.const("zero", np.asarray(0.0, np.float32)), bins])
+    zero = _typed(ctx, "zero", 0.0, bins)
     members = ctx.one("Where", [ctx.const("real", real), bins, zero])
     total = ctx.reduce("ReduceSum", members, [-1], False)
     counts = real.sum(axis=-1).astype(np.float32)
-    ctx.one(
-        "Div", [total, ctx.one("CastLike", [ctx.const("counts", counts), bins])], ctx.out(layer)
-    )
+    ctx.one("Div", [total, _typed(ctx, "counts", counts, bins)], ctx.out(layer))
 
 
 @converts(
