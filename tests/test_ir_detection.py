@@ -1533,3 +1533,37 @@ def test_roi_align_matches_openvino_on_random_boxes(tmp_path_factory, seed, mode
         feeds,
     )
     assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
+EMPTY_CASES = {
+    "nms": lambda b, s: list(
+        o9.non_max_suppression(b, s, const(3, np.int64), const(0.5), const(0.1)).outputs()
+    ),
+    "soft-nms": lambda b, s: list(
+        o9.non_max_suppression(
+            b, s, const(3, np.int64), const(0.5), const(0.1), const(0.5)
+        ).outputs()
+    ),
+    "multiclass-nms": lambda b, s: list(o9.multiclass_nms(b, s).outputs()),
+    "adaptive-multiclass-nms": lambda b, s: list(
+        o9.multiclass_nms(b, s, nms_eta=0.5, iou_threshold=0.7).outputs()
+    ),
+    "matrix-nms": lambda b, s: list(o8.matrix_nms(b, s).outputs()),
+}
+
+
+@pytest.mark.parametrize("case", EMPTY_CASES)
+def test_nms_layers_select_nothing_from_no_boxes(tmp_path, case):
+    """With no boxes, MulticlassNms and MatrixNms in OpenVINO's CPU plugin return an empty
+    ``selected_num``; the spec (and b2s_onnx) give one zero per image."""
+    boxes = o1.parameter(ov.PartialShape([-1, -1, 4]), F32, name="b")
+    scores = o1.parameter(ov.PartialShape([-1, 2, -1]), F32, name="s")
+    xml = save(tmp_path, EMPTY_CASES[case](boxes, scores), [boxes, scores])
+    feeds = {"b": np.zeros((2, 0, 4), F32), "s": np.zeros((2, 2, 0), F32)}
+    ours = list(run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values())
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    theirs = [np.asarray(compiled(feeds)[port]) for port in compiled.outputs]
+    assert_close(list(zip(ours[:2], theirs[:2], strict=True)), exact=True)
+    assert ours[0].shape[0] == 0
+    per_image = "multiclass" in case or "matrix" in case
+    assert ours[2].tolist() == ([0, 0] if per_image else [0])

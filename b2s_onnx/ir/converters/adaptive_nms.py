@@ -59,6 +59,37 @@ def _pairwise_iou(ctx: ConversionContext, boxes: str, extra: float) -> str:
     return ctx.one("Where", [empty, zero, ctx.one("Div", [inter, union])])
 
 
+def sorted_boxes_of(ctx: ConversionContext, boxes: str, order: str) -> str:
+    """Boxes [B, M, 4] in the per-class order [B, C, K]: [B, C, K, 4]. Gathered from boxes
+    broadcast over the classes, so that no Reshape meets a zero-sized dimension (which a
+    Reshape target would read as "copy")."""
+    per_class = ctx.one(
+        "Expand",
+        [
+            ctx.one("Unsqueeze", [boxes, _i64(ctx, "ax", [1])]),
+            ctx.one(
+                "Concat",
+                [
+                    ctx.one(
+                        "Slice",
+                        [ctx.one("Shape", [order]), _i64(ctx, "b", [0]), _i64(ctx, "e", [2])],
+                    ),
+                    _i64(ctx, "one", [1, 1]),
+                ],
+                axis=0,
+            ),
+        ],
+    )  # [B, C, M, 4]
+    index = ctx.one(
+        "Expand",
+        [
+            ctx.one("Unsqueeze", [order, _i64(ctx, "ax", [3])]),
+            ctx.one("Concat", [ctx.one("Shape", [order]), _i64(ctx, "four", [4])], axis=0),
+        ],
+    )
+    return ctx.one("GatherElements", [per_class, index], axis=2)
+
+
 def _scan_body(local, iou: str, valid: str, marginal: str, eta: float, opset: int) -> object:
     """One candidate rank ``t`` for every row: kept unless it overlaps a selected box at the
     row's current threshold; a kept box shrinks that threshold (while above 0.5). A
@@ -169,15 +200,7 @@ def adaptive_selection(
             ctx.one("Greater", [ranked, _f32(ctx, "minus_inf", -np.inf)]),
         ],
     )
-    flat_order = ctx.one("Reshape", [order, _i64(ctx, "flat", [0, -1, 1])])
-    sorted_boxes = ctx.one("GatherND", [boxes, flat_order], batch_dims=1)
-    sorted_boxes = ctx.one(
-        "Reshape",
-        [
-            sorted_boxes,
-            ctx.one("Concat", [ctx.one("Shape", [order]), _i64(ctx, "four", [4])], axis=0),
-        ],
-    )
+    sorted_boxes = sorted_boxes_of(ctx, boxes, order)  # [B, C, K, 4]
     iou = _pairwise_iou(ctx, sorted_boxes, 0.0 if normalized else 1.0)  # [B, C, K, K]
     nothing = ctx.one("Equal", [ranked, _f32(ctx, "nan", np.nan)])  # all false, [B, C, K]
     rows = ctx.one("Slice", [shape, _i64(ctx, "b", [0]), _i64(ctx, "e", [2])])

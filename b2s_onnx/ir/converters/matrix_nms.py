@@ -16,6 +16,7 @@ import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.adaptive_nms import sorted_boxes_of
 from b2s_onnx.ir.converters.multiclass_nms import order_and_emit
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, ElementType, Float, Int
@@ -114,15 +115,7 @@ def matrix_nms(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
         keep = ctx.one("Min", [count, _i64(ctx, "k", [attrs["nms_top_k"]])])
     ranked, order = ctx.node("TopK", [scores, keep], [ctx.tmp("ranked"), ctx.tmp("order")], axis=2)
     valid = ctx.one("Greater", [ranked, _f32(ctx, "score", attrs["score_threshold"])])  # [N, C, K]
-    flat_order = ctx.one("Reshape", [order, _i64(ctx, "flat", [0, -1, 1])])
-    sorted_boxes = ctx.one("GatherND", [boxes, flat_order], batch_dims=1)  # [N, C*K, 4]
-    sorted_boxes = ctx.one(
-        "Reshape",
-        [
-            sorted_boxes,
-            ctx.one("Concat", [ctx.one("Shape", [order]), _i64(ctx, "four", [4])], axis=0),
-        ],
-    )  # [N, C, K, 4]
+    sorted_boxes = sorted_boxes_of(ctx, boxes, order)  # [N, C, K, 4]
     iou = _pairwise_iou(ctx, sorted_boxes, attrs["normalized"])  # [N, C, K(i), K(j)]
     ranks = ctx.one("Range", [_i64(ctx, "z", 0), ctx.one("Squeeze", [keep]), _i64(ctx, "o", 1)])
     higher = ctx.one(

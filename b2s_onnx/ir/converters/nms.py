@@ -216,10 +216,19 @@ def greedy_selection(
     shape = ctx.one("Shape", [scores])
     classes = ctx.one("Gather", [shape, ctx.const("c", np.asarray([1], i64))])
     count = ctx.one("Gather", [shape, ctx.const("n", np.asarray([2], i64))])
-    flat = ctx.one(
-        "Reshape", [scores, ctx.one("Concat", [ctx.const("m1", [-1], i64), count], axis=0)]
-    )
+    flat = ctx.one("Flatten", [scores], axis=2)  # [B*C, N]
     rows = ctx.one("Gather", [ctx.one("Shape", [flat]), ctx.const("r", np.asarray([0], i64))])
+    # One more candidate that is never valid keeps every step's ArgMax defined, even with
+    # no boxes at all; it overlaps nothing.
+    never = ctx.one(
+        "Expand",
+        [
+            ctx.const("never", np.full((1, 1), -np.inf, np.float32)),
+            ctx.one("Concat", [rows, ctx.const("one", np.asarray([1], i64))], axis=0),
+        ],
+    )
+    flat = ctx.one("Concat", [flat, never], axis=1)
+    pairwise = ctx.one("Pad", [pairwise, ctx.const("pads", np.asarray([0, 0, 0, 0, 1, 1], i64))])
     row_index = ctx.one(
         "Range",
         [
