@@ -1567,3 +1567,28 @@ def test_nms_layers_select_nothing_from_no_boxes(tmp_path, case):
     assert ours[0].shape[0] == 0
     per_image = "multiclass" in case or "matrix" in case
     assert ours[2].tolist() == ([0, 0] if per_image else [0])
+
+
+NO_ROI_CASES = {
+    "roi-align-max": (lambda x, r, b: o9.roi_align(x, r, b, 2, 2, 0, 1.0, "max"), 4),
+    "roi-align-avg": (lambda x, r, b: o9.roi_align(x, r, b, 2, 2, 0, 1.0, "avg"), 4),
+    "roi-align-rotated": (lambda x, r, b: o15.roi_align_rotated(x, r, b, 2, 2, 0, 1.0, False), 5),
+}
+
+
+@pytest.mark.parametrize("case", NO_ROI_CASES)
+@pytest.mark.parametrize("opset", [13, 18])
+def test_roi_layers_pool_no_rois(tmp_path, case, opset):
+    build, columns = NO_ROI_CASES[case]
+    data = o1.parameter([1, 4, 6, 7], F32, name="x")
+    rois = o1.parameter(ov.PartialShape([-1, columns]), F32, name="r")
+    batch = o1.parameter(ov.PartialShape([-1]), np.int32, name="b")
+    xml = save(tmp_path, [build(data, rois, batch)], [data, rois, batch])
+    feeds = {
+        "x": np.ones((1, 4, 6, 7), F32),
+        "r": np.zeros((0, columns), F32),
+        "b": np.zeros((0,), np.int32),
+    }
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=opset), feeds).values()
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    assert ours.shape == np.asarray(compiled(feeds)[compiled.outputs[0]]).shape == (0, 4, 2, 2)

@@ -160,7 +160,7 @@ def _bilinear_psroi(ctx: ConversionContext, layer: Layer, data: str, rois: str) 
                 ],
             )
             point = ctx.one("Div", [ctx.one("Mul", [twice, last]), f32(ctx, "two", 2.0)])
-        point = ctx.one("Reshape", [point, i64(ctx, "flat", [0, -1])])  # [R, groups * bins]
+        point = ctx.one("Flatten", [point], axis=1)  # [R, groups * bins]
         points.append(point)
         inside.append(ctx.one("Less", [point, size_f]))
     batch = ctx.one("Cast", [column(ctx, rois, 0)], to=TensorProto.INT64)

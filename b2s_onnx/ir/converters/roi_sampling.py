@@ -148,7 +148,12 @@ def sample_axis(
         most = f32(ctx, "most", float(ratio))
     else:
         count = ctx.one("Ceil", [bin_size])
-        most = ctx.reduce("ReduceMax", count, None, False)
+        # At least one sample slot (masked when unused): no ROIs, or only empty ones,
+        # must still give well-formed grids.
+        counts = ctx.one(
+            "Concat", [ctx.one("Flatten", [count], axis=0), f32(ctx, "one", [[1.0]])], axis=1
+        )
+        most = ctx.reduce("ReduceMax", counts, None, False)
     samples = ctx.one("Range", [f32(ctx, "zero", 0.0), most, f32(ctx, "one", 1.0)])
     samples = ctx.one("Unsqueeze", [samples, i64(ctx, "ax", [0, 1])])  # [1, 1, S]
     cells = f32(ctx, "cells", np.arange(bins, dtype=np.float32).reshape(1, bins, 1))
@@ -164,9 +169,12 @@ def sample_axis(
     )
     exists = ctx.one("Less", [samples, count3])
     exists = ctx.one("Expand", [exists, ctx.one("Shape", [coords])])
-    flat = i64(ctx, "flat", [0, -1])
     coords = ctx.one("Where", [exists, coords, f32(ctx, "zero", 0.0)])
-    return ctx.one("Reshape", [coords, flat]), ctx.one("Reshape", [exists, flat]), count
+    return (
+        ctx.one("Flatten", [coords], axis=1),
+        ctx.one("Flatten", [exists], axis=1),
+        count,
+    )
 
 
 def inside(ctx: ConversionContext, coords: str, size: str) -> str:
@@ -190,18 +198,20 @@ def pool_samples(
     used = ctx.one("Unsqueeze", [used, i64(ctx, "ax", [3])])
     values = ctx.one("Where", [used, values, f32(ctx, "zero", 0.0)])
     shape = ctx.one("Shape", [values])
+
+    def dim(index: int) -> str:
+        return ctx.one("Slice", [shape, i64(ctx, "b", [index]), i64(ctx, "e", [index + 1])])
+
+    per_h, per_w = attrs["pooled_h"], attrs["pooled_w"]
     grid = ctx.one(
         "Concat",
         [
-            i64(ctx, "grid", [0, attrs["pooled_h"], -1, attrs["pooled_w"]]),
-            ctx.one(
-                "Div",
-                [
-                    ctx.one("Slice", [shape, i64(ctx, "b", [2]), i64(ctx, "e", [3])]),
-                    i64(ctx, "pw", [attrs["pooled_w"]]),
-                ],
-            ),
-            ctx.one("Slice", [shape, i64(ctx, "b", [3]), i64(ctx, "e", [4])]),
+            dim(0),
+            i64(ctx, "ph", [per_h]),
+            ctx.one("Div", [dim(1), i64(ctx, "ph", [per_h])]),
+            i64(ctx, "pw", [per_w]),
+            ctx.one("Div", [dim(2), i64(ctx, "pw", [per_w])]),
+            dim(3),
         ],
         axis=0,
     )
