@@ -1,5 +1,6 @@
-"""Detection and vision layers (NMS, NonZero, ROI pooling, YOLO, CTC decoding, sampling):
-each built with OpenVINO's Python API, converted, and run against OpenVINO's CPU plugin."""
+"""Detection and vision layers (NonZero, CTC decoding, YOLO, resampling, proposals,
+deformable convolution, ExperimentalDetectron*) converted and run against OpenVINO's CPU
+plugin; also refused attributes, target opsets and dynamic dimensions for the whole family."""
 
 from __future__ import annotations
 
@@ -18,97 +19,47 @@ import openvino.opset1 as o1  # noqa: E402
 import openvino.opset2 as o2  # noqa: E402
 import openvino.opset3 as o3  # noqa: E402
 import openvino.opset4 as o4  # noqa: E402
-import openvino.opset5 as o5  # noqa: E402
 import openvino.opset6 as o6  # noqa: E402
 import openvino.opset8 as o8  # noqa: E402
 import openvino.opset9 as o9  # noqa: E402
 import openvino.opset15 as o15  # noqa: E402
 
+from tests.ir_detection_support import (  # noqa: E402
+    EXAMPLES,
+    F32,
+    compare,
+    const,
+    detections,
+    refused,
+    roi_feeds,
+    save,
+)
+
 pytestmark = pytest.mark.openvino
 
-F32 = np.float32
-
 COVERED_LAYERS = {
-    ("NonZero", "opset3"),
-    ("NonMaxSuppression", "opset1"),
-    ("NonMaxSuppression", "opset3"),
-    ("NonMaxSuppression", "opset4"),
-    ("NonMaxSuppression", "opset5"),
-    ("NonMaxSuppression", "opset9"),
+    ("AdaptiveAvgPool", "opset8"),
+    ("AdaptiveMaxPool", "opset8"),
     ("CTCGreedyDecoder", "opset1"),
     ("CTCGreedyDecoderSeqLen", "opset6"),
-    ("ROIAlign", "opset3"),
-    ("ROIAlign", "opset9"),
+    ("DeformableConvolution", "opset1"),
+    ("DeformableConvolution", "opset8"),
+    ("ExperimentalDetectronDetectionOutput", "opset6"),
+    ("ExperimentalDetectronGenerateProposalsSingleImage", "opset6"),
+    ("ExperimentalDetectronPriorGridGenerator", "opset6"),
+    ("ExperimentalDetectronROIFeatureExtractor", "opset6"),
+    ("ExperimentalDetectronTopKROIs", "opset6"),
+    ("ExtractImagePatches", "opset3"),
+    ("GenerateProposals", "opset9"),
+    ("GridSample", "opset9"),
+    ("NonZero", "opset3"),
+    ("Proposal", "opset1"),
+    ("Proposal", "opset4"),
     ("ROIPooling", "opset1"),
-    ("ROIPooling", "opset2"),
-    ("PSROIPooling", "opset1"),
     ("RegionYolo", "opset1"),
     ("ReorgYolo", "opset1"),
     ("ReorgYolo", "opset2"),
-    ("GridSample", "opset9"),
-    ("ExtractImagePatches", "opset3"),
-    ("AdaptiveAvgPool", "opset8"),
-    ("AdaptiveMaxPool", "opset8"),
-    ("Proposal", "opset1"),
-    ("Proposal", "opset4"),
-    ("DeformableConvolution", "opset1"),
-    ("DeformableConvolution", "opset8"),
-    ("ExperimentalDetectronTopKROIs", "opset6"),
-    ("ExperimentalDetectronPriorGridGenerator", "opset6"),
-    ("ExperimentalDetectronROIFeatureExtractor", "opset6"),
-    ("ROIAlignRotated", "opset15"),
-    ("MulticlassNms", "opset8"),
-    ("MulticlassNms", "opset9"),
-    ("MatrixNms", "opset8"),
-    ("GenerateProposals", "opset9"),
-    ("ExperimentalDetectronGenerateProposalsSingleImage", "opset6"),
-    ("DeformablePSROIPooling", "opset1"),
-    ("ExperimentalDetectronDetectionOutput", "opset6"),
-    ("NMSRotated", "opset13"),
 }
-
-
-def const(values, dtype=F32):
-    return o1.constant(np.asarray(values, dtype))
-
-
-def save(tmp_path, outputs, params, name="model.xml"):
-    xml = tmp_path / name
-    ov.save_model(ov.Model(outputs, params), xml, compress_to_fp16=False)
-    return xml
-
-
-def compare(tmp_path, build, feeds, opset=18):
-    """Like run_both, for models whose inputs all come from ``feeds`` (name -> array), at a
-    chosen ONNX opset: (ours, OpenVINO's) pairs."""
-    params = [
-        o1.parameter(list(value.shape), value.dtype, name=name) for name, value in feeds.items()
-    ]
-    outputs = build(*params)
-    outputs = outputs if isinstance(outputs, list | tuple) else [outputs]
-    xml = save(tmp_path, [o.output(0) if hasattr(o, "output") else o for o in outputs], params)
-    converted = b2s_onnx.convert_ir(xml, opset=opset)
-    onnx.checker.check_model(converted, full_check=True)
-    ours = run_onnxruntime(converted, feeds)
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    theirs = compiled(feeds)
-    return [
-        (ours[next(n for n in ours if n in port.get_names())], np.asarray(theirs[port]))
-        for port in compiled.outputs
-    ]
-
-
-def refused(xml, key, old, new):
-    """Converting ``xml`` with attribute ``key`` changed from ``old`` to ``new`` raises a
-    B2SError naming the attribute."""
-    text = xml.read_text()
-    assert f'{key}="{old}"' in text
-    xml.write_text(text.replace(f'{key}="{old}"', f'{key}="{new}"'))
-    with pytest.raises(b2s_onnx.B2SError, match=key):
-        b2s_onnx.convert_ir(xml)
-
-
-# -- NonZero -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("dtype", [F32, np.int64, np.int32, np.int8, np.uint8, np.bool_])
@@ -155,296 +106,6 @@ def test_non_zero_refuses_an_unknown_output_type(tmp_path):
     param = o1.parameter([4], F32, name="x")
     xml = save(tmp_path, [o3.non_zero(param, "i32")], [param])
     refused(xml, "output_type", "i32", "f32")
-
-
-# -- NonMaxSuppression ----------------------------------------------------------------------
-
-
-def detections(batches=2, boxes=10, classes=3, seed=0, center=False):
-    """Boxes that overlap in clusters (so suppression happens), with a few exact copies."""
-    rng = np.random.default_rng(seed)
-    anchors = rng.uniform(0, 8, (batches, 3, 2))
-    start = anchors[:, rng.integers(0, 3, boxes)] + rng.normal(0, 0.6, (batches, boxes, 2))
-    size = rng.uniform(1.0, 3.0, (batches, boxes, 2))
-    corners = np.concatenate([start, start + size], axis=-1)
-    corners[:, 1] = corners[:, 0]  # an exact duplicate: IoU 1
-    corners[:, 2, [0, 2]] = corners[:, 2, [2, 0]]  # flipped corners: still the same box
-    if center:
-        corners = np.concatenate([start + size / 2, size], axis=-1)
-    scores = rng.uniform(0, 1, (batches, classes, boxes))
-    return corners.astype(F32), scores.astype(F32)
-
-
-MAKERS = {
-    1: lambda b, s, args, enc, srt, out: o1.non_max_suppression(b, s, *args[:3], enc, srt),
-    3: lambda b, s, args, enc, srt, out: o3.non_max_suppression(b, s, *args[:3], enc, srt, out),
-    4: lambda b, s, args, enc, srt, out: o4.non_max_suppression(b, s, *args[:3], enc, srt, out),
-    5: lambda b, s, args, enc, srt, out: o5.non_max_suppression(b, s, *args, enc, srt, out),
-    9: lambda b, s, args, enc, srt, out: o9.non_max_suppression(b, s, *args, enc, srt, out),
-}
-
-
-def run_nms(tmp_path, version, *, max_boxes=4, iou=0.4, score=0.2, sigma=0.0, **kwargs):
-    encoding = kwargs.get("encoding", "corner")
-    sort = kwargs.get("sort", False)
-    output_type = kwargs.get("output_type", "i64")
-    boxes, scores = detections(center=encoding == "center", seed=kwargs.get("seed", 0))
-    args = [const(max_boxes, np.int64), const(iou), const(score), const(sigma)]
-
-    def build(b, s):
-        node = MAKERS[version](b, s, args, encoding, sort, output_type)
-        return list(node.outputs())
-
-    return run_both(
-        tmp_path,
-        build,
-        [list(boxes.shape), list(scores.shape)],
-        feeds={"in0": boxes, "in1": scores},
-    )
-
-
-@pytest.mark.parametrize("version", [1, 3, 4, 5, 9])
-@pytest.mark.parametrize("encoding", ["corner", "center"])
-@pytest.mark.parametrize("sort", [False, True])
-def test_nms_matches_openvino(tmp_path, version, encoding, sort):
-    pairs, converted = run_nms(tmp_path, version, encoding=encoding, sort=sort)
-    assert len(pairs) == (3 if version >= 5 else 1)
-    assert_close(pairs, exact=True)
-    assert pairs[0][0].shape[0] > 0
-    assert "NonMaxSuppression" in {n.op_type for n in converted.graph.node}
-
-
-@pytest.mark.parametrize("version", [3, 4, 5, 9])
-def test_nms_output_type_i32(tmp_path, version):
-    pairs, _ = run_nms(tmp_path, version, output_type="i32")
-    assert_close(pairs, exact=True)
-    assert pairs[0][0].dtype == np.int32
-
-
-@pytest.mark.parametrize(
-    ("iou", "score", "max_boxes"),
-    [
-        (1.0, 0.2, 4),  # identical boxes are suppressed at IoU == threshold
-        (0.0, 0.2, 4),  # every box suppresses every other: one per class
-        (1.5, 0.2, 4),  # nothing suppressed
-        (0.4, 0.99, 4),  # nothing scores high enough: empty outputs
-        (0.4, 0.0, 100),  # more boxes allowed than there are
-    ],
-)
-def test_nms_thresholds_match_openvino_at_the_edges(tmp_path, iou, score, max_boxes):
-    pairs, _ = run_nms(tmp_path, 9, iou=iou, score=score, max_boxes=max_boxes, sort=True)
-    assert_close(pairs, exact=True)
-
-
-def test_nms_with_no_boxes_allowed_selects_none(tmp_path):
-    """OpenVINO's CPU plugin leaves valid_outputs uninitialised here; the rows agree."""
-    indices, scores, valid = run_nms(tmp_path, 9, max_boxes=0)[0]
-    assert_close([indices, scores], exact=True)
-    assert indices[0].shape == (0, 3)
-    assert valid[0].tolist() == [0]
-
-
-@pytest.mark.parametrize("version", [5, 9])
-@pytest.mark.parametrize("sort", [False, True])
-@pytest.mark.parametrize("sigma", [0.3, 1.0])
-def test_soft_nms_matches_openvino(tmp_path, version, sort, sigma):
-    pairs, converted = run_nms(tmp_path, version, sigma=sigma, sort=sort, iou=0.6, score=0.1)
-    indices, scores, valid = pairs
-    assert_close([indices, valid], exact=True)
-    assert_close([scores], atol=1e-6, rtol=1e-6)
-    assert "Loop" in {n.op_type for n in converted.graph.node}
-    _, original = detections()
-    batch, cls, box = indices[0].T
-    assert (scores[0][:, 2] < original[batch, cls, box]).any(), "no score was decayed"
-
-
-def test_soft_nms_ignores_the_iou_threshold_as_the_cpu_plugin_does(tmp_path):
-    """With soft-NMS the CPU plugin only decays scores; an IoU threshold of 0 suppresses
-    nothing (hard NMS would keep one box per class)."""
-    (indices, expected), *_ = run_nms(tmp_path, 9, sigma=0.5, iou=0.0, score=0.05)[0]
-    assert indices.tobytes() == expected.tobytes()
-    assert len(indices) > 2 * 3 * 1
-
-
-def test_nms_thresholds_may_be_run_time_inputs(tmp_path):
-    boxes, scores = detections()
-
-    def build(b, s, iou, score, sigma):
-        node = o9.non_max_suppression(b, s, const(5, np.int64), iou, score, sigma, "corner")
-        return list(node.outputs())
-
-    feeds = {
-        "in0": boxes,
-        "in1": scores,
-        "in2": np.array(0.5, F32),
-        "in3": np.array(0.3, F32),
-        "in4": np.array(0.0, F32),
-    }
-    shapes = [list(boxes.shape), list(scores.shape), [], [], []]
-    pairs, _ = run_both(tmp_path, build, shapes, feeds=feeds)
-    assert_close(pairs, exact=True)
-
-
-def test_nms_refuses_an_unknown_box_encoding(tmp_path):
-    boxes, scores = detections()
-    b = o1.parameter(list(boxes.shape), F32, name="b")
-    s = o1.parameter(list(scores.shape), F32, name="s")
-    node = o9.non_max_suppression(b, s, const(3, np.int64), const(0.5), const(0.1))
-    xml = save(tmp_path, list(node.outputs()), [b, s])
-    refused(xml, "box_encoding", "corner", "diagonal")
-
-
-def rotated_detections(seed=0, batches=2, boxes=8, classes=2):
-    rng = np.random.default_rng(seed)
-    centres = rng.uniform(4, 8, (batches, boxes, 2))
-    sizes = rng.uniform(2, 5, (batches, boxes, 2))
-    angles = rng.uniform(-1.5, 1.5, (batches, boxes, 1))
-    rotated = np.concatenate([centres, sizes, angles], -1).astype(F32)
-    rotated[:, 1] = rotated[:, 0]  # a copy: IoU 1
-    rotated[:, 2, 4] = 0.0  # an upright box
-    return rotated, rng.uniform(0, 1, (batches, classes, boxes)).astype(F32)
-
-
-@pytest.mark.parametrize("clockwise", [True, False])
-@pytest.mark.parametrize("sort", [True, False])
-@pytest.mark.parametrize(("iou", "score"), [(0.3, 0.2), (0.6, 0.0)])
-def test_nms_rotated_matches_openvino(tmp_path, clockwise, sort, iou, score):
-    import openvino.opset13 as o13
-
-    boxes, scores = rotated_detections()
-    pairs = compare(
-        tmp_path,
-        lambda b, s: list(
-            o13.nms_rotated(
-                b, s, const(5, np.int64), const(iou), const(score), sort, "i64", clockwise
-            ).outputs()
-        ),
-        {"boxes": boxes, "scores": scores},
-    )
-    assert_close(pairs, exact=True)
-    assert len(pairs[0][0]) > 0
-
-
-@pytest.mark.parametrize("clockwise", [True, False])
-def test_nms_rotated_angle_direction_matters(tmp_path, clockwise):
-    """Box 1, turned by 45 degrees about (2, 2), crosses box 0 only in OpenVINO's clockwise
-    direction (image coordinates, y downwards)."""
-    import openvino.opset13 as o13
-
-    boxes = np.array([[[0, 0, 6, 1, 0], [2, 2, 6, 1, np.pi / 4]]], F32)
-    scores = np.array([[[0.5, 0.9]]], F32)
-    pairs = compare(
-        tmp_path,
-        lambda b, s: list(
-            o13.nms_rotated(
-                b, s, const(5, np.int64), const(0.01), const(0.0), True, "i64", clockwise
-            ).outputs()
-        ),
-        {"boxes": boxes, "scores": scores},
-    )
-    assert_close(pairs, exact=True)
-    assert len(pairs[0][0]) == (1 if clockwise else 2)
-
-
-# -- MulticlassNms ---------------------------------------------------------------------------
-
-MULTICLASS_CASES = {
-    "defaults": {},
-    "score-across": {"sort_result_type": "score", "sort_result_across_batch": True},
-    "class": {"sort_result_type": "classid"},
-    "class-across": {"sort_result_type": "classid", "sort_result_across_batch": True},
-    "tops-background": {"nms_top_k": 3, "keep_top_k": 4, "background_class": 1},
-    "pixels-i32": {"normalized": False, "output_type": "i32", "iou_threshold": 0.3},
-    "thresholds": {"iou_threshold": 1.0, "score_threshold": 0.5, "keep_top_k": 0},
-    "adaptive": {"iou_threshold": 0.8, "nms_eta": 0.7, "sort_result_type": "classid"},
-    "adaptive-pixels-top": {
-        "iou_threshold": 0.6,
-        "nms_eta": 0.9,
-        "normalized": False,
-        "nms_top_k": 5,
-    },
-}
-
-
-def multiclass_attrs(**changes):
-    attrs = {"iou_threshold": 0.45, "score_threshold": 0.2, "sort_result_type": "score"}
-    attrs.update(changes)
-    return attrs
-
-
-@pytest.mark.parametrize("version", [8, 9])
-@pytest.mark.parametrize("case", MULTICLASS_CASES)
-def test_multiclass_nms_matches_openvino(tmp_path, version, case):
-    boxes, scores = detections(seed=3)
-    boxes = np.sort(boxes.reshape(2, 10, 2, 2), axis=2).reshape(2, 10, 4) * 4  # x1 <= x2
-    scores[0, 1, 5] = 0.2  # exactly at the score threshold: kept (>=)
-    attrs = multiclass_attrs(**MULTICLASS_CASES[case])
-    make = o8.multiclass_nms if version == 8 else o9.multiclass_nms
-    pairs = compare(
-        tmp_path,
-        lambda b, s: list(make(b, s, **attrs).outputs()),
-        {"boxes": boxes, "scores": scores},
-    )
-    assert_close(pairs, exact=True)
-
-
-@pytest.mark.parametrize("case", ["defaults", "class", "tops-background", "adaptive"])
-def test_multiclass_nms_9_with_boxes_per_class_and_image_matches_openvino(tmp_path, case):
-    rng = np.random.default_rng(7)
-    counts = np.array([4, 0, 6], np.int32)
-    start = rng.uniform(0, 8, (3, 10, 2))
-    boxes = np.concatenate([start, start + rng.uniform(1, 3, (3, 10, 2))], -1).astype(F32)
-    scores = rng.uniform(0, 1, (3, 10)).astype(F32)
-    attrs = multiclass_attrs(**MULTICLASS_CASES[case])
-    pairs = compare(
-        tmp_path,
-        lambda b, s, n: list(o9.multiclass_nms(b, s, n, **attrs).outputs()),
-        {"boxes": boxes, "scores": scores, "counts": counts},
-    )
-    assert_close(pairs, exact=True)
-
-
-def test_multiclass_nms_refuses_an_eta_above_one(tmp_path):
-    boxes, scores = detections()
-    b = o1.parameter(list(boxes.shape), F32, name="b")
-    s = o1.parameter(list(scores.shape), F32, name="s")
-    xml = save(tmp_path, list(o9.multiclass_nms(b, s, nms_eta=1.0).outputs()), [b, s])
-    refused(xml, "nms_eta", "1", "1.5")
-
-
-MATRIX_CASES = {
-    "linear": {},
-    "gaussian": {"decay_function": "gaussian", "gaussian_sigma": 0.5},
-    "score-across": {"sort_result_type": "score", "sort_result_across_batch": True},
-    "class": {"sort_result_type": "classid"},
-    "class-across": {"sort_result_type": "classid", "sort_result_across_batch": True},
-    "tops-background-post": {
-        "nms_top_k": 4,
-        "keep_top_k": 5,
-        "background_class": 0,
-        "post_threshold": 0.3,
-    },
-    "pixels-i32": {"normalized": False, "output_type": "i32"},
-}
-
-
-@pytest.mark.parametrize("case", MATRIX_CASES)
-def test_matrix_nms_matches_openvino(tmp_path, case):
-    boxes, scores = detections(seed=5)
-    boxes = np.sort(boxes.reshape(2, 10, 2, 2), axis=2).reshape(2, 10, 4) * 3
-    attrs = {"score_threshold": 0.2, **MATRIX_CASES[case]}
-    pairs = compare(
-        tmp_path,
-        lambda b, s: list(o8.matrix_nms(b, s, **attrs).outputs()),
-        {"boxes": boxes, "scores": scores},
-    )
-    (outputs, expected), *indices = pairs
-    assert_close(indices, exact=True)
-    assert_close([(outputs, expected)], atol=1e-6, rtol=1e-6)
-    assert len(outputs) > 0
-
-
-# -- CTC greedy decoding --------------------------------------------------------------------
 
 
 def peaked_logits(shape, seed=0):
@@ -510,192 +171,6 @@ def test_ctc_greedy_decoder_refuses_a_non_boolean_merge_flag(tmp_path):
     refused(xml, "ctc_merge_repeated", "true", "maybe")
 
 
-# -- ROI pooling ----------------------------------------------------------------------------
-
-ROIS = np.array(
-    [[1, 1, 7, 6], [0.5, 2.3, 11.2, 9.1], [-2, -1, 3, 3], [4, 4, 4.5, 4.2], [9, 8, 14, 13]],
-    F32,
-)
-
-
-def roi_feeds(seed=0):
-    rng = np.random.default_rng(seed)
-    return {
-        "data": rng.standard_normal((2, 3, 10, 12)).astype(F32),
-        "rois": ROIS,
-        "batch": np.array([0, 1, 1, 0, 1], np.int32),
-    }
-
-
-@pytest.mark.parametrize("mode", ["avg", "max"])
-@pytest.mark.parametrize("ratio", [0, 2])
-@pytest.mark.parametrize("scale", [1.0, 0.5])
-def test_roi_align_3_matches_openvino(tmp_path, mode, ratio, scale):
-    pairs = compare(
-        tmp_path,
-        lambda x, r, b: o3.roi_align(x, r, b, 3, 4, ratio, scale, mode),
-        roi_feeds(),
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("mode", ["avg", "max"])
-@pytest.mark.parametrize("aligned", ["asymmetric", "half_pixel_for_nn", "half_pixel"])
-@pytest.mark.parametrize("opset", [13, 18])
-def test_roi_align_9_matches_openvino(tmp_path, mode, aligned, opset):
-    pairs = compare(
-        tmp_path,
-        lambda x, r, b: o9.roi_align(x, r, b, 2, 3, 0, 0.5, mode, aligned),
-        roi_feeds(1),
-        opset=opset,
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("clockwise", [False, True])
-@pytest.mark.parametrize(("ratio", "scale"), [(0, 1.0), (2, 0.5)])
-def test_roi_align_rotated_matches_openvino(tmp_path, clockwise, ratio, scale):
-    feeds = roi_feeds(4)
-    feeds["rois"] = np.array(
-        [
-            [4, 5, 6, 3, 0.3],
-            [6.5, 4.2, 9.1, 5.5, -1.2],
-            [1, 1, 4, 4, 2.5],
-            [11, 9, 5, 7, 0.0],
-            [5, 5, 0.5, 0.2, 0.7],
-        ],
-        F32,
-    )
-    pairs = compare(
-        tmp_path,
-        lambda x, r, b: o15.roi_align_rotated(x, r, b, 3, 2, ratio, scale, clockwise),
-        feeds,
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
-
-
-def test_roi_align_refuses_an_unknown_mode(tmp_path):
-    feeds = roi_feeds()
-    params = [o1.parameter(list(v.shape), v.dtype, name=k) for k, v in feeds.items()]
-    xml = save(tmp_path, [o9.roi_align(*params, 2, 2, 1, 1.0, "avg", "half_pixel")], params)
-    refused(xml, "aligned_mode", "half_pixel", "quarter_pixel")
-
-
-@pytest.mark.parametrize("scale", [1.0, 0.7])
-@pytest.mark.parametrize("pooled", [(2, 3), (1, 1), (4, 4)])
-def test_roi_pooling_max_matches_openvino(tmp_path, scale, pooled):
-    feeds = roi_feeds(2)
-    feeds["rois"] = np.concatenate([feeds.pop("batch")[:, None].astype(F32), ROIS], axis=1)
-    pairs = compare(
-        tmp_path,
-        lambda x, r: o2.roi_pooling(x, r, output_roi=list(pooled), spatial_scale=scale),
-        feeds,
-    )
-    assert_close(pairs, exact=True)
-
-
-@pytest.mark.parametrize("pooled", [(2, 3), (1, 1), (4, 5)])
-def test_roi_pooling_bilinear_matches_openvino(tmp_path, pooled):
-    feeds = roi_feeds(3)
-    boxes = np.array(
-        [[0.1, 0.1, 0.7, 0.6], [0.0, 0.2, 1.0, 0.9], [-0.2, -0.1, 0.3, 0.3], [0.4, 0.4, 0.45, 1.2]],
-        F32,
-    )
-    feeds["rois"] = np.concatenate([np.array([[0], [1], [1], [0]], F32), boxes], axis=1)
-    del feeds["batch"]
-    pairs = compare(
-        tmp_path,
-        lambda x, r: o2.roi_pooling(
-            x, r, output_roi=list(pooled), spatial_scale=1.0, method="bilinear"
-        ),
-        feeds,
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize("group", [1, 2, 3])
-@pytest.mark.parametrize("scale", [1.0, 0.5])
-def test_psroi_pooling_average_matches_openvino(tmp_path, group, scale):
-    rng = np.random.default_rng(group)
-    output_dim = 2
-    data = rng.standard_normal((2, output_dim * group * group, 9, 11)).astype(F32)
-    rois = np.array(
-        [[0, 1, 1, 7, 6], [1, 0.5, 2.5, 10.4, 8.6], [1, 3, 3, 3.2, 3.4], [0, 6, 2, 16, 12]], F32
-    )
-    pairs = compare(
-        tmp_path,
-        lambda x, r: o1.psroi_pooling(x, r, output_dim, group, scale, 1, 1, "average"),
-        {"data": data, "rois": rois},
-    )
-    assert_close(pairs, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize(("group", "bins_x", "bins_y"), [(1, 1, 1), (2, 2, 3), (3, 2, 1)])
-def test_psroi_pooling_bilinear_matches_openvino(tmp_path, group, bins_x, bins_y):
-    rng = np.random.default_rng(group)
-    output_dim = 2
-    data = rng.standard_normal((2, output_dim * bins_x * bins_y, 9, 11)).astype(F32)
-    rois = np.array(
-        [[0, 0.1, 0.1, 0.7, 0.6], [1, 0.0, 0.2, 1.0, 0.9], [1, 0.3, 0.3, 0.32, 0.4]], F32
-    )
-    pairs = compare(
-        tmp_path,
-        lambda x, r: o1.psroi_pooling(x, r, output_dim, group, 1.0, bins_x, bins_y, "bilinear"),
-        {"data": data, "rois": rois},
-    )
-    assert_close(pairs, atol=1e-5, rtol=1e-5)
-
-
-@pytest.mark.parametrize(
-    ("group", "bins", "part", "with_offsets"),
-    [(1, (1, 1), 1, False), (3, (2, 3), 3, False), (3, (2, 2), 3, True), (2, (1, 2), 1, True)],
-)
-def test_deformable_psroi_pooling_matches_openvino(tmp_path, group, bins, part, with_offsets):
-    rng = np.random.default_rng(group)
-    output_dim = 4
-    feeds = {
-        "data": rng.standard_normal((2, output_dim * group * group, 9, 11)).astype(F32),
-        "rois": np.array(
-            [[0, 1, 1, 7, 6], [1, 0.4, 2.5, 10.6, 8.5], [1, 3, 3, 3, 3.4], [0, 6, 2, 16, 12]], F32
-        ),
-    }
-    if with_offsets:  # two offset classes: output channels 0-1 and 2-3 move differently
-        feeds["offsets"] = rng.uniform(-0.4, 0.4, (4, 4, part, part)).astype(F32)
-    pairs = compare(
-        tmp_path,
-        lambda *inputs: o1.deformable_psroi_pooling(
-            *inputs[:2],
-            output_dim,
-            0.8,
-            group,
-            "bilinear_deformable",
-            bins[1],
-            bins[0],
-            0.5,
-            part,
-            offsets=inputs[2] if len(inputs) > 2 else None,
-        ),
-        feeds,
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
-
-
-def test_psroi_pooling_stops_at_a_roi_of_batch_minus_one(tmp_path):
-    rng = np.random.default_rng(0)
-    feeds = {
-        "data": rng.standard_normal((2, 8, 9, 11)).astype(F32),
-        "rois": np.array([[0, 1, 1, 7, 6], [-1, 0, 0, 5, 5], [1, 2, 2, 8, 8]], F32),
-    }
-    pairs = compare(
-        tmp_path, lambda x, r: o1.psroi_pooling(x, r, 2, 2, 1.0, 1, 1, "average"), feeds
-    )
-    assert_close(pairs, atol=1e-5, rtol=1e-5)
-    assert not pairs[0][0][1:].any()
-
-
-# -- YOLO -----------------------------------------------------------------------------------
-
-
 @pytest.mark.parametrize(
     ("coords", "classes", "num", "softmax", "mask", "axis", "end_axis"),
     [
@@ -756,9 +231,6 @@ def test_reorg_yolo_refuses_channels_not_divisible_by_the_stride(tmp_path):
     xml.write_text(text.replace('stride="2"', 'stride="3"'))
     with pytest.raises(b2s_onnx.B2SError, match="stride"):
         b2s_onnx.convert_ir(xml)
-
-
-# -- Sampling -------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["bilinear", "nearest", "bicubic"])
@@ -864,9 +336,6 @@ def test_adaptive_max_pool_ties_pick_the_first_maximum(tmp_path):
     assert_close(pairs, exact=True)
 
 
-# -- Proposal -------------------------------------------------------------------------------
-
-
 def proposal_attrs(**changes):
     attrs = {
         "base_size": np.uint32(16),
@@ -942,9 +411,6 @@ def test_proposal_refuses_an_unknown_framework(tmp_path):
         b2s_onnx.convert_ir(xml)
 
 
-# -- GenerateProposals ----------------------------------------------------------------------
-
-
 def rpn_inputs(batch, anchors=3, height=4, width=5, seed=0):
     rng = np.random.default_rng(seed)
     start = rng.uniform(0, 60, (height, width, anchors, 2))
@@ -993,9 +459,6 @@ def test_generate_proposals_single_image_matches_openvino(tmp_path, pre, post):
         feeds,
     )
     assert_close(pairs, atol=2e-5, rtol=1e-5)
-
-
-# -- Deformable convolution -----------------------------------------------------------------
 
 
 def deformable_feeds(channels, out_hw, taps, dgroups, seed=0, mask=False):
@@ -1080,9 +543,6 @@ def test_deformable_convolution_matches_openvino(tmp_path, case, version, mask, 
 
     pairs = compare(tmp_path, build, feeds)
     assert_close(pairs, atol=5e-5, rtol=1e-5)
-
-
-# -- ExperimentalDetectron ------------------------------------------------------------------
 
 
 def opset6_node(layer_type, inputs, attrs):
@@ -1208,8 +668,6 @@ def test_detectron_detection_output_matches_openvino(tmp_path, max_detections):
     assert pairs[2][0].any()
 
 
-# -- Refused attributes ---------------------------------------------------------------------
-
 REFUSALS = {
     "MatrixNms": (
         lambda x: list(o8.matrix_nms(const(np.zeros((1, 4, 4))), x).outputs()),
@@ -1272,9 +730,6 @@ def test_invalid_attribute_is_refused_naming_it(tmp_path, layer_type):
     refused(xml, key, old, new)
 
 
-# -- Target opsets ---------------------------------------------------------------------------
-
-
 def _opset_cases():
     boxes, scores = detections(seed=2)
     sorted_boxes = np.sort(boxes.reshape(2, 10, 2, 2), axis=2).reshape(2, 10, 4)
@@ -1334,9 +789,6 @@ def test_layers_convert_at_the_oldest_and_newest_target_opsets(tmp_path, case, o
     assert_close(pairs, atol=2e-5, rtol=1e-5)
 
 
-# -- Dynamic dimensions ----------------------------------------------------------------------
-
-
 def _nms_inputs(count, seed):
     boxes, scores = detections(batches=1, boxes=count, classes=2, seed=seed)
     return {"b": np.sort(boxes.reshape(1, count, 2, 2), axis=2).reshape(1, count, 4), "s": scores}
@@ -1394,36 +846,6 @@ def test_layers_with_dynamic_dims_run_at_several_sizes(tmp_path, case):
             assert_close([(ours[name], np.asarray(theirs[port]))], atol=1e-5, rtol=1e-5)
 
 
-# -- Properties ------------------------------------------------------------------------------
-
-#: Each example compiles a model in OpenVINO: a quarter of the profile's examples (12 in CI).
-EXAMPLES = max(12, settings.default.max_examples // 4)
-
-
-@settings(max_examples=EXAMPLES)
-@given(
-    seed=st.integers(0, 2**16),
-    iou=st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
-    sigma=st.sampled_from([0.0, 0.4]),
-    sort=st.booleans(),
-)
-def test_nms_9_matches_openvino_on_random_clusters(tmp_path_factory, seed, iou, sigma, sort):
-    boxes, scores = detections(batches=1, boxes=12, classes=2, seed=seed)
-    tmp_path = tmp_path_factory.mktemp("nms")
-    pairs = compare(
-        tmp_path,
-        lambda b, s: list(
-            o9.non_max_suppression(
-                b, s, const(6, np.int64), const(iou), const(0.05), const(sigma), "corner", sort
-            ).outputs()
-        ),
-        {"boxes": boxes, "scores": scores},
-    )
-    indices, selected_scores, valid = pairs
-    assert_close([indices, valid], exact=True)
-    assert_close([selected_scores], atol=1e-6, rtol=1e-6)
-
-
 @settings(max_examples=EXAMPLES)
 @given(seed=st.integers(0, 2**16), merge=st.booleans(), blank=st.integers(0, 3))
 def test_ctc_greedy_decoder_seq_len_matches_openvino_on_random_logits(
@@ -1440,155 +862,3 @@ def test_ctc_greedy_decoder_seq_len_matches_openvino_on_random_logits(
         {"x": logits, "n": lengths},
     )
     assert_close(pairs, exact=True)
-
-
-@settings(max_examples=EXAMPLES)
-@given(
-    seed=st.integers(0, 2**16),
-    sort=st.sampled_from(["none", "score", "classid"]),
-    across=st.booleans(),
-    nms_top_k=st.sampled_from([-1, 2, 5]),
-    keep_top_k=st.sampled_from([-1, 3, 7]),
-    eta=st.sampled_from([1.0, 0.8]),
-    normalized=st.booleans(),
-    background=st.sampled_from([-1, 0, 2]),
-)
-def test_multiclass_nms_matches_openvino_on_random_attributes(
-    tmp_path_factory, seed, sort, across, nms_top_k, keep_top_k, eta, normalized, background
-):
-    boxes, scores = detections(batches=2, boxes=9, classes=3, seed=seed)
-    boxes = np.sort(boxes.reshape(2, 9, 2, 2), axis=2).reshape(2, 9, 4) * 3
-    attrs = {
-        "sort_result_type": sort,
-        "sort_result_across_batch": across,
-        "nms_top_k": nms_top_k,
-        "keep_top_k": keep_top_k,
-        "nms_eta": eta,
-        "normalized": normalized,
-        "background_class": background,
-        "iou_threshold": 0.6,
-        "score_threshold": 0.1,
-    }
-    pairs = compare(
-        tmp_path_factory.mktemp("multiclass"),
-        lambda b, s: list(o9.multiclass_nms(b, s, **attrs).outputs()),
-        {"boxes": boxes, "scores": scores},
-    )
-    assert_close(pairs, exact=True)
-
-
-@settings(max_examples=EXAMPLES)
-@given(
-    seed=st.integers(0, 2**16),
-    decay=st.sampled_from(["linear", "gaussian"]),
-    nms_top_k=st.sampled_from([-1, 4]),
-    keep_top_k=st.sampled_from([-1, 5]),
-    post=st.sampled_from([0.0, 0.3]),
-    normalized=st.booleans(),
-)
-def test_matrix_nms_matches_openvino_on_random_attributes(
-    tmp_path_factory, seed, decay, nms_top_k, keep_top_k, post, normalized
-):
-    boxes, scores = detections(batches=2, boxes=9, classes=3, seed=seed)
-    boxes = np.sort(boxes.reshape(2, 9, 2, 2), axis=2).reshape(2, 9, 4) * 3
-    attrs = {
-        "decay_function": decay,
-        "nms_top_k": nms_top_k,
-        "keep_top_k": keep_top_k,
-        "post_threshold": post,
-        "normalized": normalized,
-        "score_threshold": 0.1,
-        "sort_result_type": "score",
-        "sort_result_across_batch": True,
-    }
-    pairs = compare(
-        tmp_path_factory.mktemp("matrix"),
-        lambda b, s: list(o8.matrix_nms(b, s, **attrs).outputs()),
-        {"boxes": boxes, "scores": scores},
-    )
-    (outputs, expected), *counts = pairs
-    assert_close(counts, exact=True)
-    assert_close([(outputs, expected)], atol=1e-6, rtol=1e-6)
-
-
-@settings(max_examples=EXAMPLES)
-@given(
-    seed=st.integers(0, 2**16),
-    mode=st.sampled_from(["avg", "max"]),
-    aligned=st.sampled_from(["asymmetric", "half_pixel_for_nn", "half_pixel"]),
-    ratio=st.integers(0, 3),
-)
-def test_roi_align_matches_openvino_on_random_boxes(tmp_path_factory, seed, mode, aligned, ratio):
-    rng = np.random.default_rng(seed)
-    start = rng.uniform(-3, 10, (4, 2))
-    rois = np.concatenate([start, start + rng.uniform(0, 8, (4, 2))], 1).astype(F32)
-    feeds = {
-        "data": rng.standard_normal((2, 2, 7, 9)).astype(F32),
-        "rois": rois,
-        "batch": rng.integers(0, 2, 4).astype(np.int32),
-    }
-    pairs = compare(
-        tmp_path_factory.mktemp("roi_align"),
-        lambda x, r, b: o9.roi_align(x, r, b, 2, 3, ratio, 0.75, mode, aligned),
-        feeds,
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
-
-
-EMPTY_CASES = {
-    "nms": lambda b, s: list(
-        o9.non_max_suppression(b, s, const(3, np.int64), const(0.5), const(0.1)).outputs()
-    ),
-    "soft-nms": lambda b, s: list(
-        o9.non_max_suppression(
-            b, s, const(3, np.int64), const(0.5), const(0.1), const(0.5)
-        ).outputs()
-    ),
-    "multiclass-nms": lambda b, s: list(o9.multiclass_nms(b, s).outputs()),
-    "adaptive-multiclass-nms": lambda b, s: list(
-        o9.multiclass_nms(b, s, nms_eta=0.5, iou_threshold=0.7).outputs()
-    ),
-    "matrix-nms": lambda b, s: list(o8.matrix_nms(b, s).outputs()),
-}
-
-
-@pytest.mark.parametrize("case", EMPTY_CASES)
-def test_nms_layers_select_nothing_from_no_boxes(tmp_path, case):
-    """With no boxes, MulticlassNms and MatrixNms in OpenVINO's CPU plugin return an empty
-    ``selected_num``; the spec (and b2s_onnx) give one zero per image."""
-    boxes = o1.parameter(ov.PartialShape([-1, -1, 4]), F32, name="b")
-    scores = o1.parameter(ov.PartialShape([-1, 2, -1]), F32, name="s")
-    xml = save(tmp_path, EMPTY_CASES[case](boxes, scores), [boxes, scores])
-    feeds = {"b": np.zeros((2, 0, 4), F32), "s": np.zeros((2, 2, 0), F32)}
-    ours = list(run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values())
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    theirs = [np.asarray(compiled(feeds)[port]) for port in compiled.outputs]
-    assert_close(list(zip(ours[:2], theirs[:2], strict=True)), exact=True)
-    assert ours[0].shape[0] == 0
-    per_image = "multiclass" in case or "matrix" in case
-    assert ours[2].tolist() == ([0, 0] if per_image else [0])
-
-
-NO_ROI_CASES = {
-    "roi-align-max": (lambda x, r, b: o9.roi_align(x, r, b, 2, 2, 0, 1.0, "max"), 4),
-    "roi-align-avg": (lambda x, r, b: o9.roi_align(x, r, b, 2, 2, 0, 1.0, "avg"), 4),
-    "roi-align-rotated": (lambda x, r, b: o15.roi_align_rotated(x, r, b, 2, 2, 0, 1.0, False), 5),
-}
-
-
-@pytest.mark.parametrize("case", NO_ROI_CASES)
-@pytest.mark.parametrize("opset", [13, 18])
-def test_roi_layers_pool_no_rois(tmp_path, case, opset):
-    build, columns = NO_ROI_CASES[case]
-    data = o1.parameter([1, 4, 6, 7], F32, name="x")
-    rois = o1.parameter(ov.PartialShape([-1, columns]), F32, name="r")
-    batch = o1.parameter(ov.PartialShape([-1]), np.int32, name="b")
-    xml = save(tmp_path, [build(data, rois, batch)], [data, rois, batch])
-    feeds = {
-        "x": np.ones((1, 4, 6, 7), F32),
-        "r": np.zeros((0, columns), F32),
-        "b": np.zeros((0,), np.int32),
-    }
-    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=opset), feeds).values()
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    assert ours.shape == np.asarray(compiled(feeds)[compiled.outputs[0]]).shape == (0, 4, 2, 2)
