@@ -1,12 +1,11 @@
-"""DeformableConvolution: a convolution whose taps sample the input at learned offsets.
+"""DeformableConvolution-1/8, composed for every ONNX opset.
 
-Each tap's sampling point is the regular one plus its offset; the input is sampled there
-bilinearly with ONNX GridSample (all taps of a deformable group in one call), scaled by
-the modulation mask, and the columns are multiplied by the filters per group. Border rule:
-with bilinear_interpolation_pad (v8) points within one pixel outside the image blend with
-zeros, which is GridSample's zero padding; without it (v1, and v8's default) OpenVINO drops
-points outside [0, size) and repeats the last row/column for points beyond size - 1, which
-is done by masking those points and clamping the others.
+ONNX's DeformConv exists only from opset 19 and pads its bilinear samples one way; the
+composition here follows OpenVINO's CPU plugin for both of its ways and runs at any
+opset: each kernel tap's sampling point (the regular grid plus the learned offset) is
+interpolated from its four neighbours, gathered from a [N, deformable groups, H*W, C/dg]
+view of the input, weighted (and modulated by the mask of version 8), and the resulting
+columns [N, C*K, OH*OW] are multiplied by the filters group by group.
 """
 
 from __future__ import annotations
@@ -15,225 +14,215 @@ import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
-from b2s_onnx.ir.converters._constants import float32s, int64s
+from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.registry import converts
-from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, Int, Ints
+from b2s_onnx.ir.converters.schema import Bool, Choice, Ints
+from b2s_onnx.ir.converters.schema import Int as IntAttr
 from b2s_onnx.ir.reader import Layer
 
-ATTRS = {
-    "strides": Ints(required=True, minimum=1, length=SPATIAL),
-    "pads_begin": Ints(required=True, length=SPATIAL),
-    "pads_end": Ints(required=True, length=SPATIAL),
-    "dilations": Ints(required=True, minimum=1, length=SPATIAL),
+
+def _i64(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.int64))
+
+
+def _f32(ctx: ConversionContext, hint: str, values) -> str:
+    return ctx.const(hint, np.asarray(values, np.float32))
+
+
+_ATTRS = {
+    "strides": Ints(required=True, length=2, minimum=1),
+    "pads_begin": Ints(required=True, length=2),
+    "pads_end": Ints(required=True, length=2),
+    "dilations": Ints(required=True, length=2, minimum=1),
     "auto_pad": Choice(
-        allowed=("explicit", "same_upper", "same_lower", "valid"), default="explicit"
+        allowed=("explicit", "notset", "same_upper", "same_lower", "valid"), default="explicit"
     ),
-    "group": Int(default=1, minimum=1),
-    "deformable_group": Int(default=1, minimum=1),
+    "group": IntAttr(default=1, minimum=1),
+    "deformable_group": IntAttr(default=1, minimum=1),
 }
 
 
-def _pads(layer: Layer, size: list[int], kernel: list[int]) -> tuple[list[int], list[int]]:
+def _leading_pads(ctx: ConversionContext, layer: Layer, data: str, kernel: list[int]) -> list[int]:
     attrs = layer.attrs
     mode = attrs["auto_pad"]
-    if mode == "explicit":
-        return attrs["pads_begin"], attrs["pads_end"]
+    if mode in ("explicit", "notset"):
+        return list(attrs["pads_begin"])
     if mode == "valid":
-        return [0, 0], [0, 0]
-    begin, end = [], []
-    for d in (0, 1):
-        stride, dilation = attrs["strides"][d], attrs["dilations"][d]
-        total = max(
-            (-(-size[d] // stride) - 1) * stride + (kernel[d] - 1) * dilation + 1 - size[d], 0
+        return [0, 0]
+    shape = ctx.shape(data)
+    if shape is None or any(d is None for d in shape[2:]):
+        raise B2SError(
+            f"{layer.where()}: attribute auto_pad='{mode}' needs static spatial dimensions"
         )
-        small = total // 2
-        begin.append(small if mode == "same_upper" else total - small)
-        end.append(total - begin[-1])
-    return begin, end
+    pads = []
+    for size, k, s, d in zip(shape[2:], kernel, attrs["strides"], attrs["dilations"], strict=True):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+        pads.append(total // 2 if mode == "same_upper" else total - total // 2)
+    return pads
 
 
-@converts("DeformableConvolution", (1,), inputs=(3, 3), attrs=ATTRS)
-@converts(
-    "DeformableConvolution",
-    (8,),
-    inputs=(3, 4),
-    attrs={**ATTRS, "bilinear_interpolation_pad": Bool(default=False)},
-)
-def deformable_convolution(ctx, layer, inputs):
-    data, offsets, filters = inputs[:3]
-    mask = inputs[3] if len(inputs) > 3 else None
-    if ctx.opset < 16:
-        raise B2SError(f"{layer.where()}: needs ONNX opset 16 or later for GridSample")
-    shape, filter_shape = ctx.shape(data), ctx.shape(filters)
-    if (
-        shape is None
-        or len(shape) != 4
-        or None in shape[1:]
-        or filter_shape is None
-        or None in filter_shape
-    ):
-        raise B2SError(
-            f"{layer.where()}: only 2-D deformable convolutions with static channels, size "
-            "and filters convert"
+def _corners(
+    ctx: ConversionContext, coord: str, size: str, padded: bool
+) -> tuple[str, str, str, str, str]:
+    """For float sampling coordinates: (low index, high index, low weight, high weight,
+    inside) as OpenVINO's CPU plugin computes them, indices clamped into [0, size)."""
+    size_f = ctx.one("Cast", [size], to=TensorProto.FLOAT)
+    last = ctx.one("Sub", [size, _i64(ctx, "one", 1)])
+    zero_f = _f32(ctx, "zero", 0.0)
+    low = ctx.one("Floor", [coord])
+    if padded:  # truncation toward zero must land in [0, size)
+        truncated = ctx.one(
+            "Cast", [ctx.one("Cast", [coord], to=TensorProto.INT64)], to=TensorProto.FLOAT
         )
-    channels, height, width = shape[1], shape[2], shape[3]
-    outputs_count, kernel = filter_shape[0], list(filter_shape[2:])
-    attrs = layer.attrs
-    groups, deformable_groups = attrs["group"], attrs["deformable_group"]
-    if channels % groups or channels % deformable_groups or outputs_count % groups:
-        raise B2SError(
-            f"{layer.where()}: group={groups} / deformable_group={deformable_groups} must divide "
-            f"the {channels} input and {outputs_count} output channels"
-        )
-    begin, end = _pads(layer, [height, width], kernel)
-    strides, dilations = attrs["strides"], attrs["dilations"]
-    out_size = [
-        ([height, width][d] + begin[d] + end[d] - dilations[d] * (kernel[d] - 1) - 1) // strides[d]
-        + 1
-        for d in (0, 1)
-    ]
-    taps = kernel[0] * kernel[1]
-    ky, kx, oy, ox = np.meshgrid(
-        np.arange(kernel[0]),
-        np.arange(kernel[1]),
-        np.arange(out_size[0]),
-        np.arange(out_size[1]),
-        indexing="ij",
-    )
-    base_y = (oy * strides[0] - begin[0] + ky * dilations[0]).reshape(taps, *out_size)
-    base_x = (ox * strides[1] - begin[1] + kx * dilations[1]).reshape(taps, *out_size)
-    grouped = ctx.one(
-        "Reshape", [offsets, int64s(ctx, "offsets", [0, deformable_groups, taps, 2, *out_size])]
-    )
-    y = ctx.one(
-        "Add",
-        [
-            ctx.one("Gather", [grouped, int64s(ctx, "y", 0)], axis=3),
-            float32s(ctx, "base_y", base_y),
-        ],
-    )
-    x = ctx.one(
-        "Add",
-        [
-            ctx.one("Gather", [grouped, int64s(ctx, "x", 1)], axis=3),
-            float32s(ctx, "base_x", base_x),
-        ],
-    )
-    scale = None
-    if mask is not None:
-        scale = ctx.one(
-            "Reshape", [mask, int64s(ctx, "mask", [0, deformable_groups, taps, *out_size])]
-        )
-    padded_blend = layer.version == "opset8" and attrs["bilinear_interpolation_pad"]
-    if not padded_blend:
-        zero = float32s(ctx, "zero", 0.0)
         inside = ctx.one(
             "And",
             [
-                ctx.one(
-                    "And",
-                    [
-                        ctx.one("GreaterOrEqual", [y, zero]),
-                        ctx.one("Less", [y, float32s(ctx, "h", float(height))]),
-                    ],
-                ),
-                ctx.one(
-                    "And",
-                    [
-                        ctx.one("GreaterOrEqual", [x, zero]),
-                        ctx.one("Less", [x, float32s(ctx, "w", float(width))]),
-                    ],
-                ),
+                ctx.one("Greater", [truncated, _f32(ctx, "m1", -1.0)]),
+                ctx.one("Less", [truncated, size_f]),
             ],
         )
-        inside = ctx.one("Cast", [inside], to=TensorProto.FLOAT)
-        scale = inside if scale is None else ctx.one("Mul", [scale, inside])
-        y = ctx.one("Min", [y, float32s(ctx, "last_row", float(height - 1))])
-        x = ctx.one("Min", [x, float32s(ctx, "last_column", float(width - 1))])
-    # GridSample's normalised coordinates with align_corners: -1 is pixel 0, 1 the last one.
-    ny = ctx.one(
-        "Sub",
+        high = ctx.one("Add", [low, _f32(ctx, "one", 1.0)])
+    else:
+        inside = ctx.one(
+            "And",
+            [ctx.one("GreaterOrEqual", [coord, zero_f]), ctx.one("Less", [coord, size_f])],
+        )
+        high = ctx.one(
+            "Min", [ctx.one("Ceil", [coord]), ctx.one("Sub", [size_f, _f32(ctx, "one", 1.0)])]
+        )
+    frac = ctx.one("Sub", [coord, low])
+    rest = ctx.one("Sub", [_f32(ctx, "one", 1.0), frac])
+    low_weight = ctx.one("Where", [ctx.one("GreaterOrEqual", [low, zero_f]), rest, zero_f])
+    high_weight = ctx.one("Where", [ctx.one("Less", [high, size_f]), frac, zero_f])
+    # Indices are clamped so that the (zero-weighted) gathers stay in bounds.
+    low_i = ctx.one("Cast", [low], to=TensorProto.INT64)
+    high_i = ctx.one("Cast", [high], to=TensorProto.INT64)
+    clamp = [_i64(ctx, "zero_i", 0), last]
+    low_i = ctx.one("Max", [ctx.one("Min", [low_i, clamp[1]]), clamp[0]])
+    high_i = ctx.one("Max", [ctx.one("Min", [high_i, clamp[1]]), clamp[0]])
+    return low_i, high_i, low_weight, high_weight, inside
+
+
+def deformable_convolution(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    attrs = layer.attrs
+    data, offsets, filters = inputs[:3]
+    mask = inputs[3] if len(inputs) > 3 else None
+    to_float = [
+        t if ctx.type_of(t) == TensorProto.FLOAT else ctx.one("Cast", [t], to=TensorProto.FLOAT)
+        for t in (data, offsets, filters, *(m for m in [mask] if m is not None))
+    ]
+    data, offsets, filters = to_float[:3]
+    mask = to_float[3] if mask is not None else None
+    filter_shape = ctx.shape(inputs[2])
+    data_shape = ctx.shape(inputs[0])
+    if (
+        filter_shape is None
+        or len(filter_shape) != 4
+        or any(d is None for d in filter_shape)
+        or data_shape is None
+        or len(data_shape) != 4
+        or data_shape[1] is None
+    ):
+        raise B2SError(
+            f"{layer.where()}: needs a 4-D input with static channels and static 4-D filters"
+        )
+    out_channels, _, kh, kw = (int(d) for d in filter_shape)
+    channels = int(data_shape[1])
+    groups, dgroups = attrs["group"], attrs["deformable_group"]
+    if channels % groups or out_channels % groups or channels % dgroups:
+        raise B2SError(
+            f"{layer.where()}: attributes group='{groups}' and deformable_group='{dgroups}' "
+            f"must divide the {channels} input and {out_channels} output channels"
+        )
+    taps = kh * kw
+    pad_t, pad_l = _leading_pads(ctx, layer, inputs[0], [kh, kw])
+    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+    padded = attrs.get("bilinear_interpolation_pad", False)
+
+    shape = ctx.one("Shape", [data])
+    height = ctx.one("Gather", [shape, _i64(ctx, "h", 2)])
+    width = ctx.one("Gather", [shape, _i64(ctx, "w", 3)])
+    off_shape = ctx.one("Shape", [offsets])
+    out_h = ctx.one("Gather", [off_shape, _i64(ctx, "oh", 2)])
+    out_w = ctx.one("Gather", [off_shape, _i64(ctx, "ow", 3)])
+
+    def grid(size: str, stride: int, pad: int, axis: list[int]) -> str:
+        steps = ctx.one("Range", [_i64(ctx, "z", 0), size, _i64(ctx, "o", 1)])
+        start = ctx.one(
+            "Sub", [ctx.one("Mul", [steps, _i64(ctx, "s", stride)]), _i64(ctx, "p", pad)]
+        )
+        return ctx.one(
+            "Unsqueeze", [ctx.one("Cast", [start], to=TensorProto.FLOAT), _i64(ctx, "ax", axis)]
+        )
+
+    tap_rows = np.repeat(np.arange(kh) * dh, kw).astype(np.float32).reshape(1, 1, taps, 1, 1)
+    tap_cols = np.tile(np.arange(kw) * dw, kh).astype(np.float32).reshape(1, 1, taps, 1, 1)
+    out_hw = ctx.one("Slice", [off_shape, _i64(ctx, "b", [2]), _i64(ctx, "e", [4])])
+
+    def split_taps(tensor: str, lead: list[int]) -> str:
+        target = ctx.one("Concat", [_i64(ctx, "lead", lead), out_hw], axis=0)
+        return ctx.one("Reshape", [tensor, target])
+
+    moves = split_taps(offsets, [0, dgroups, taps, 2])
+    move_h = ctx.one("Gather", [moves, _i64(ctx, "dy", 0)], axis=3)  # [N, DG, K, OH, OW]
+    move_w = ctx.one("Gather", [moves, _i64(ctx, "dx", 1)], axis=3)
+    map_h = ctx.one(
+        "Add",
         [
-            ctx.one("Mul", [y, float32s(ctx, "sy", 2.0 / max(height - 1, 1))]),
-            float32s(ctx, "one", 1.0),
+            ctx.one("Add", [grid(out_h, sh, pad_t, [0, 1, 2, 4]), _f32(ctx, "taps_h", tap_rows)]),
+            move_h,
         ],
     )
-    nx = ctx.one(
-        "Sub",
+    map_w = ctx.one(
+        "Add",
         [
-            ctx.one("Mul", [x, float32s(ctx, "sx", 2.0 / max(width - 1, 1))]),
-            float32s(ctx, "one", 1.0),
+            ctx.one("Add", [grid(out_w, sw, pad_l, [0, 1, 2, 3]), _f32(ctx, "taps_w", tap_cols)]),
+            move_w,
         ],
     )
-    grid = ctx.one(
-        "Concat",
-        [
-            ctx.one("Unsqueeze", [nx, int64s(ctx, "last", [-1])]),
-            ctx.one("Unsqueeze", [ny, int64s(ctx, "last", [-1])]),
-        ],
-        axis=-1,
+    h_lo, h_hi, h_lo_w, h_hi_w, h_in = _corners(ctx, map_h, height, padded)
+    w_lo, w_hi, w_lo_w, w_hi_w, w_in = _corners(ctx, map_w, width, padded)
+    inside = ctx.one("Cast", [ctx.one("And", [h_in, w_in])], to=TensorProto.FLOAT)
+    if mask is not None:
+        modulation = split_taps(mask, [0, dgroups, taps])
+        inside = ctx.one("Mul", [inside, modulation])
+
+    # Pixels as [N, DG, H*W, C/DG] rows, gathered per sampling point.
+    rows = ctx.one("Reshape", [data, _i64(ctx, "rows", [0, dgroups, channels // dgroups, -1])])
+    rows = ctx.one("Transpose", [rows], perm=[0, 1, 3, 2])
+    flat = _i64(ctx, "flat", [0, 0, -1, 1])
+    terms = []
+    for h_idx, h_weight in ((h_lo, h_lo_w), (h_hi, h_hi_w)):
+        for w_idx, w_weight in ((w_lo, w_lo_w), (w_hi, w_hi_w)):
+            index = ctx.one("Add", [ctx.one("Mul", [h_idx, width]), w_idx])
+            pixels = ctx.one("GatherND", [rows, ctx.one("Reshape", [index, flat])], batch_dims=2)
+            weight = ctx.one("Mul", [ctx.one("Mul", [h_weight, w_weight]), inside])
+            terms.append(ctx.one("Mul", [pixels, ctx.one("Reshape", [weight, flat])]))
+    sampled = ctx.one("Sum", terms)  # [N, DG, K*OH*OW, C/DG]
+    sampled = ctx.one(
+        "Reshape", [sampled, _i64(ctx, "taps", [0, dgroups, taps, -1, channels // dgroups])]
     )
-    mode = "linear" if ctx.opset >= 20 else "bilinear"
-    per_group = channels // deformable_groups
-    sampled = []
-    for g in range(deformable_groups):
-        part = ctx.one(
-            "Slice",
-            [
-                data,
-                int64s(ctx, "s", [g * per_group]),
-                int64s(ctx, "e", [(g + 1) * per_group]),
-                int64s(ctx, "c", [1]),
-            ],
-        )
-        points = ctx.one(
-            "Reshape",
-            [
-                ctx.one("Gather", [grid, int64s(ctx, "g", g)], axis=1),
-                int64s(ctx, "points", [0, taps * out_size[0], out_size[1], 2]),
-            ],
-        )
-        values = ctx.one(
-            "GridSample", [part, points], align_corners=1, mode=mode, padding_mode="zeros"
-        )
-        values = ctx.one("Reshape", [values, int64s(ctx, "taps", [0, per_group, taps, *out_size])])
-        if scale is not None:
-            weight = ctx.one(
-                "Unsqueeze",
-                [ctx.one("Gather", [scale, int64s(ctx, "g", g)], axis=1), int64s(ctx, "c", [1])],
-            )
-            values = ctx.one("Mul", [values, weight])
-        sampled.append(values)
-    columns = sampled[0] if len(sampled) == 1 else ctx.one("Concat", sampled, axis=1)
-    columns = ctx.one(
-        "Reshape",
-        [columns, int64s(ctx, "columns", [0, channels * taps, out_size[0] * out_size[1]])],
+    columns = ctx.one("Transpose", [sampled], perm=[0, 1, 4, 2, 3])  # [N, DG, C/DG, K, L]
+    per_group = channels // groups * taps
+    columns = ctx.one("Reshape", [columns, _i64(ctx, "cols", [0, groups, per_group, -1])])
+    weights = ctx.one(
+        "Reshape", [filters, _i64(ctx, "w", [groups, out_channels // groups, per_group])]
     )
-    per_conv = channels // groups
-    per_out = outputs_count // groups
-    results = []
-    for g in range(groups):
-        cols = ctx.one(
-            "Slice",
-            [
-                columns,
-                int64s(ctx, "s", [g * per_conv * taps]),
-                int64s(ctx, "e", [(g + 1) * per_conv * taps]),
-                int64s(ctx, "c", [1]),
-            ],
-        )
-        weights = ctx.one(
-            "Slice",
-            [
-                filters,
-                int64s(ctx, "s", [g * per_out]),
-                int64s(ctx, "e", [(g + 1) * per_out]),
-                int64s(ctx, "o", [0]),
-            ],
-        )
-        weights = ctx.one("Reshape", [weights, int64s(ctx, "rows", [per_out, per_conv * taps])])
-        results.append(ctx.one("MatMul", [weights, cols]))
-    product = results[0] if len(results) == 1 else ctx.one("Concat", results, axis=1)
-    ctx.one(
-        "Reshape", [product, int64s(ctx, "image", [0, outputs_count, *out_size])], ctx.out(layer)
-    )
+    product = ctx.one("MatMul", [weights, columns])  # [N, G, Co/G, L]
+    target = ctx.one("Concat", [_i64(ctx, "nc", [0, out_channels]), out_hw], axis=0)
+    out = ctx.out(layer)
+    result = ctx.one("Reshape", [product, target])
+    if ctx.type_of(out) == TensorProto.FLOAT:
+        ctx.one("Identity", [result], out)
+    else:
+        ctx.one("Cast", [result], out, to=ctx.type_of(out))
+
+
+converts("DeformableConvolution", (1,), inputs=(3, 3), attrs=_ATTRS)(deformable_convolution)
+converts(
+    "DeformableConvolution",
+    (8,),
+    inputs=(3, 4),
+    attrs={**_ATTRS, "bilinear_interpolation_pad": Bool(default=False)},
+)(deformable_convolution)

@@ -169,7 +169,10 @@ def gather(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[2], "axis").reshape(-1)[0])
     if layer.version != "opset1" and integer(layer, "batch_dims", 0) != 0:
         raise B2SError(f"{layer.where()}: batch_dims != 0 is not supported")
-    ctx.one("Gather", inputs[:2], ctx.out(layer), axis=axis)
+    indices = inputs[1]
+    if ctx.type_of(indices) != TensorProto.INT32:  # ONNX takes int32/int64 indices only
+        indices = ctx.int64(indices)
+    ctx.one("Gather", [inputs[0], indices], ctx.out(layer), axis=axis)
 
 
 def _split(ctx, layer, data, axis, lengths):
