@@ -41,7 +41,6 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     quantize,
     recurrent,
     reduce,
-    resize,
     roi_align,
     roi_pooling,
     sampling,
