@@ -19,6 +19,7 @@ import openvino.opset14 as o14  # noqa: E402
 pytestmark = pytest.mark.openvino
 
 COVERED_LAYERS = {
+    ("AvgPool", "opset16"),
     ("MaxPool", "opset1"),
     ("MaxPool", "opset8"),
     ("MaxPool", "opset14"),
@@ -167,3 +168,49 @@ def test_avg_pool_with_unit_strides_and_run_time_spatial_dims(tmp_path, rounding
     (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()
     compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-6)
+
+
+def _avg_pool_16_ir(tmp_path, dilations: list[int]):
+    """AvgPool-16 as OpenVINO writes it: version 14's attributes plus ``dilations`` (the
+    Python API builds version 14; the saved layer is relabelled)."""
+    x = o1.parameter([1, 2, 9, 9], np.float32, name="x")
+    pooled = o14.avg_pool(x, [1, 1], [1, 1], [1, 1], [3, 3], False, "ceil_torch")
+    xml = tmp_path / "avg_pool_16.xml"
+    ov.save_model(ov.Model([pooled], [x]), xml, compress_to_fp16=False)
+    text = xml.read_text()
+    text = text.replace('type="AvgPool" version="opset14"', 'type="AvgPool" version="opset16"')
+    text = text.replace("<data ", f'<data dilations="{",".join(map(str, dilations))}" ', 1)
+    xml.write_text(text.replace('<data dilations="1,1" element_type', "<data element_type", 1))
+    return xml
+
+
+def _dilated_average(x: np.ndarray, kernel: int, pad: int, dilations: list[int]) -> np.ndarray:
+    """Average pooling counting zero padding, stride 1, written out window by window."""
+    padded = np.pad(x, [(0, 0), (0, 0), (pad, pad), (pad, pad)])
+    rows = padded.shape[2] - dilations[0] * (kernel - 1)
+    cols = padded.shape[3] - dilations[1] * (kernel - 1)
+    out = np.zeros((*x.shape[:2], rows, cols), np.float64)
+    for i in range(kernel):
+        for j in range(kernel):
+            out += padded[
+                :,
+                :,
+                i * dilations[0] : i * dilations[0] + rows,
+                j * dilations[1] : j * dilations[1] + cols,
+            ]
+    return (out / kernel**2).astype(np.float32)
+
+
+@pytest.mark.parametrize("dilations", [[1, 1], [2, 2], [1, 3]])
+def test_avg_pool_16_dilations_match_the_definition(tmp_path, dilations):
+    """Compared with the window-by-window definition: OpenVINO 2026.4's CPU plugin crashes
+    compiling this relabelled IR inside the test process (it runs it standalone, and agrees)."""
+    xml = _avg_pool_16_ir(tmp_path, dilations)
+    x = np.random.default_rng(0).standard_normal([1, 2, 9, 9]).astype(np.float32)
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=19), {"x": x}).values()
+    np.testing.assert_allclose(ours, _dilated_average(x, 3, 1, dilations), atol=1e-6)
+
+
+def test_avg_pool_16_dilations_below_opset_19_are_refused_naming_the_way_out(tmp_path):
+    with pytest.raises(B2SError, match=r"dilations=\[2, 2\].*--opset 19"):
+        b2s_onnx.convert_ir(_avg_pool_16_ir(tmp_path, [2, 2]))

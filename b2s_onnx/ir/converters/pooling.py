@@ -192,9 +192,35 @@ def avg_pool_14(ctx, layer, inputs):
     _avg_pool(ctx, layer, inputs[0])
 
 
-def _avg_pool(ctx: ConversionContext, layer: Layer, data: str) -> None:
+@converts(
+    "AvgPool",
+    (16,),
+    inputs=(1, 1),
+    attrs={
+        **_AVG_POOL,
+        "rounding_type": _ROUNDING_14,
+        "dilations": Ints(length=SPATIAL, minimum=1),
+    },
+)
+def avg_pool_16(ctx, layer, inputs):
+    """Version 16 adds ``dilations``; ONNX AveragePool takes them from opset 19 on."""
+    dilations = layer.attrs["dilations"] or [1] * len(layer.attrs["kernel"])
+    if any(d != 1 for d in dilations) and ctx.opset < 19:
+        raise B2SError(
+            f"{layer.where()}: attribute dilations={dilations}: ONNX AveragePool takes dilations "
+            f"from opset 19 on, the target is opset {ctx.opset} (convert with --opset 19)"
+        )
+    _avg_pool(ctx, layer, inputs[0], dilations)
+
+
+def _avg_pool(
+    ctx: ConversionContext, layer: Layer, data: str, dilations: list[int] | None = None
+) -> None:
     spatial = len(layer.attrs["kernel"])
-    attrs, extra = _pool_attrs(ctx, layer, data, [1] * spatial)
+    dilations = dilations or [1] * spatial
+    attrs, extra = _pool_attrs(ctx, layer, data, dilations)
+    if any(d != 1 for d in dilations):
+        attrs["dilations"] = dilations
     exclude = layer.attrs["exclude-pad"]
     attrs["count_include_pad"] = 0 if exclude else 1
     if not exclude and layer.attrs["rounding_type"] != "floor" and any(attrs.get("pads", [])):

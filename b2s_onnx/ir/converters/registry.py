@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.schema import Schema, validate
-from b2s_onnx.ir.inexpressible import INEXPRESSIBLE
+from b2s_onnx.ir.inexpressible import INEXPRESSIBLE, NOT_YET
 from b2s_onnx.ir.openvino_opsets import LATEST, all_versions
 from b2s_onnx.ir.reader import Layer
 
@@ -157,12 +157,15 @@ def markdown_table() -> str:
     if pending:
         lines += [
             f"{len(pending)} op type(s) of OpenVINO opsets 1-{LATEST} have no converter for "
-            "these versions yet.",
+            "these versions yet (ONNX could compute them).",
             "",
-            "| layer type | opset versions |",
-            "|---|---|",
+            "| layer type | opset versions | why not yet |",
+            "|---|---|---|",
         ]
-        lines += [f"| {name} | {_numbers(v)} |" for name, v in sorted(pending.items())]
+        lines += [
+            f"| {name} | {_numbers(v)} | {NOT_YET.get(name, 'not yet written')} |"
+            for name, v in sorted(pending.items())
+        ]
     else:
         lines.append(f"None: every other op type of OpenVINO opsets 1-{LATEST} converts.")
     return "\n".join(lines) + "\n"
