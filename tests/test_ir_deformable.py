@@ -77,5 +77,5 @@ def test_deformable_convolution_group_that_does_not_divide_is_refused(tmp_path):
     xml = tmp_path / "m.xml"
     ov.save_model(ov.Model([node], [param]), xml)
     xml.write_text(xml.read_text().replace('deformable_group="1"', 'deformable_group="3"'))
-    with pytest.raises(b2s_onnx.B2SError, match="deformable_group=3"):
+    with pytest.raises(b2s_onnx.B2SError, match=r"deformable_group='?3"):
         b2s_onnx.convert_ir(xml)
