@@ -14,10 +14,14 @@ import onnx
 
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
+from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.conv_bias import ConvBias
+from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
+from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
+from b2s_onnx.rewrites.matmul_bias_as_sum import MatMulBiasAsSum
 from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
@@ -36,6 +40,10 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ReluBeforeQuantize(),
     DequantizeAfterMovement(),
     MatMulBiasVector(),
+    ConvIntegerUnquantizedOutput(),
+    MatMulBiasAsSum(),
+    FloatWeightsForFloatLayers(),
+    AddPerQuantize(),
     MishAsExponentials(),
 )
 
