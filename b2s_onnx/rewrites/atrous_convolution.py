@@ -62,8 +62,21 @@ def _custom(index: GraphIndex, name: str, op_type: str, domains) -> onnx.NodePro
 
 
 def _ints(index: GraphIndex, name: str) -> list[int] | None:
+    """The integers ``name`` always holds, seeing through the Casts a converter puts
+    between an int32 constant and an op that takes int64 (the rewrites run before
+    constant folding)."""
     value = index.constant(name)
-    return None if value is None else [int(v) for v in value.reshape(-1)]
+    while value is None:
+        node = index.producer.get(name)
+        if (
+            node is None
+            or node.op_type not in ("Cast", "Identity")
+            or node.domain not in ("", "ai.onnx")
+        ):
+            return None
+        name = node.input[0]
+        value = index.constant(name)
+    return [int(v) for v in value.reshape(-1)]
 
 
 #: How many shape samples a run-time paddings computation is evaluated on.
