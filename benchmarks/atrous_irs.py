@@ -39,7 +39,6 @@ class AtrousGraph:
 
 def _paddings(ops, x, graph: AtrousGraph, rate: int, kernel: int):
     """(pads_begin, pads_end, crops_begin, crops_end) as the frontend writes them."""
-    rank = 4
     first = 1 if graph.nhwc else 2
     total = (kernel - 1) * rate
     begin = np.full(2, total // 2, np.int32)
@@ -130,8 +129,12 @@ class _Builder:
         """Bias Add, BatchNorm folded as Multiply/Add, Relu or Relu6 (Clamp)."""
         ops = self.ops
         x = ops.add(x, self.constant(self.channel_shape()))
-        x = ops.multiply(x, ops.constant(np.abs(self.rng.standard_normal(self.channel_shape()))
-                                         .astype(np.float32) + 0.5))
+        x = ops.multiply(
+            x,
+            ops.constant(
+                np.abs(self.rng.standard_normal(self.channel_shape())).astype(np.float32) + 0.5
+            ),
+        )
         x = ops.add(x, self.constant(self.channel_shape()))
         return ops.clamp(x, 0.0, 6.0) if relu6 else ops.relu(x)
 

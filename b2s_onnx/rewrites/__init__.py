@@ -9,6 +9,7 @@ Every rewrite here keeps the outputs bit-exact or within float rounding of the o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import onnx
 
@@ -63,6 +64,8 @@ def apply_rewrites(
                 continue
             outcome = rewrite.attempt(index, node, report)
             if isinstance(outcome, Fired):
+                if outcome.exact is None:
+                    outcome = replace(outcome, exact=getattr(rewrite, "exact", True))
                 report.fired.append(outcome)
             elif isinstance(outcome, Declined):
                 report.declined.append(outcome)

@@ -25,6 +25,7 @@ from b2s_onnx.lowering._emit import Emitter
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 from b2s_onnx.rewrites._shape_cone import ShapeCone
+from b2s_onnx.rewrites.atrous_pooling import POOLS, fused_pool, pool_declines
 
 #: Element-wise ops with one data input that commute with batch <-> space data movement.
 _UNARY = frozenset(
@@ -177,7 +178,7 @@ class AtrousConvolution:
         # Walk back from BatchToSpace to the convolution, then on to SpaceToBatch.
         after: list[onnx.NodeProto] = []
         current = index.producer.get(node.input[0])
-        while current is not None and current.op_type != "Conv":
+        while current is not None and current.op_type not in ("Conv", *POOLS):
             if current.domain not in ("", "ai.onnx") or (
                 current.op_type not in _UNARY | _BINARY | {"Transpose"}
             ):
@@ -213,8 +214,11 @@ class AtrousConvolution:
         pads_begin, pads_end, crops_begin, crops_end, guard = found
         blocks_out = blocks
         rank = len(blocks)
-        weights = index.constant(conv.input[1])
-        spatial = (weights.ndim if weights is not None else rank) - 2
+        if conv.op_type in POOLS:
+            spatial = len(index.attribute(conv, "kernel_shape", []))
+        else:
+            weights = index.constant(conv.input[1])
+            spatial = (weights.ndim if weights is not None else rank) - 2
         if rank != spatial + 2:
             return decline("the convolution's rank differs from the data's")
 
@@ -240,7 +244,7 @@ class AtrousConvolution:
                 return decline("BatchToSpace moves the batch or channel axis")
 
         if any(v != 1 for v in index.attribute(conv, "strides", [1] * spatial)):
-            return decline("the convolution is strided")
+            return decline(f"'{conv.name}' is strided")
         auto_pad = index.attribute(conv, "auto_pad", b"NOTSET")
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
         if auto_pad not in ("NOTSET", "VALID"):
@@ -260,6 +264,13 @@ class AtrousConvolution:
             fused_end.append(pads_end[s] + inner[k + spatial] * rate - crops_end[b])
         if min(fused_begin + fused_end) < 0:
             return decline("the crops exceed the padding (the fused form would need a Slice)")
+        channels = shape = None
+        if conv.op_type in POOLS:
+            dims = self._float32_dims(index, space_to_batch, to_s2b)
+            channels = None if dims is None else dims[1]
+            shape = None if dims is None or None in dims else dims
+            if reason := pool_declines(index, conv, inner, channels, shape):
+                return decline(reason)
         for op in after:
             if op.op_type in _BINARY and not self._per_channel(index, op, rank, to_b2s, after):
                 return decline(f"'{op.name}' is not element-wise per channel")
@@ -277,19 +288,16 @@ class AtrousConvolution:
             copy.input[0] = first_input
             first_input = copy.output[0]
             replacements.append(copy)
-        fused = onnx.NodeProto()
-        fused.CopyFrom(conv)
-        fused.input[0] = first_input
-        kept = [a for a in fused.attribute if a.name not in ("dilations", "pads", "auto_pad")]
-        del fused.attribute[:]
-        fused.attribute.extend(kept)
-        fused.attribute.extend(
-            [
-                helper.make_attribute("dilations", fused_dilations),
-                helper.make_attribute("pads", fused_begin + fused_end),
-            ]
-        )
-        replacements.append(fused)
+        exact = False
+        if conv.op_type in POOLS:
+            nodes, exact = fused_pool(
+                index, conv, first_input, fused_dilations, fused_begin, fused_end, channels, shape
+            )
+            replacements.extend(nodes)
+        else:
+            replacements.append(
+                self._dilated_conv(conv, first_input, fused_dilations, fused_begin + fused_end)
+            )
         for op in reversed(after):
             copy = onnx.NodeProto()
             copy.CopyFrom(op)
@@ -303,7 +311,29 @@ class AtrousConvolution:
             report.absorbed[tensor] = node.output[0]
         rates = "x".join(str(d) for d in fused_dilations)
         guarded = ", pads and crops guarded at run time" if guard is not None else ""
-        return Fired(self.name, node.name, f"'{conv.name}' dilated {rates}{guarded}")
+        return Fired(self.name, node.name, f"'{conv.name}' dilated {rates}{guarded}", exact=exact)
+
+    @staticmethod
+    def _dilated_conv(conv, data: str, dilations: list[int], pads: list[int]) -> onnx.NodeProto:
+        fused = onnx.NodeProto()
+        fused.CopyFrom(conv)
+        fused.input[0] = data
+        kept = [a for a in fused.attribute if a.name not in ("dilations", "pads", "auto_pad")]
+        del fused.attribute[:]
+        fused.attribute.extend(kept)
+        fused.attribute.extend(
+            [helper.make_attribute("dilations", dilations), helper.make_attribute("pads", pads)]
+        )
+        return fused
+
+    @staticmethod
+    def _float32_dims(index: GraphIndex, space_to_batch, to_s2b: list[int]):
+        """The dims of SpaceToBatch's input (None where unknown) as the inner op's layout
+        orders them, for float32 data only (the stand-in weights and zeros are float32)."""
+        source = index.info(space_to_batch.input[0])
+        if source.elem_type != onnx.TensorProto.FLOAT or source.shape is None:
+            return None
+        return [source.shape[axis] for axis in to_s2b]
 
     @staticmethod
     def _per_channel(
