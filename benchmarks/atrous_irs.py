@@ -35,6 +35,8 @@ class AtrousGraph:
     aspp: bool = False
     kernel: int = 3
     seed: int = 0
+    #: A depthwise branch is followed by its pointwise conv (DeepLab's separable convs).
+    separable: bool = True
 
 
 def _paddings(ops, x, graph: AtrousGraph, rate: int, kernel: int):
@@ -153,7 +155,7 @@ class _Builder:
         if graph.branch in ("maxpool", "avgpool"):
             return y
         y = self.batch_norm_relu(y, relu6=graph.branch == "depthwise")
-        if graph.branch == "depthwise":  # separable: the pointwise conv follows
+        if graph.branch == "depthwise" and graph.separable:
             y = self.batch_norm_relu(self.conv(y, 1, False), relu6=True)
         return y
 
