@@ -55,7 +55,8 @@ def pool_declines(
         )
     if any(inner_pads):
         return f"'{pool.name}' pads its phases itself (its padding is not SpaceToBatch's zeros)"
-    if len(pool.output) > 1 and pool.output[1] and index.consumers.get(pool.output[1]):
+    indices = pool.output[1] if len(pool.output) > 1 else ""
+    if indices and (index.consumers.get(indices) or indices in index.graph_outputs):
         return f"'{pool.name}' also returns indices, which depend on the phase layout"
     return ""
 
