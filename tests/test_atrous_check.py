@@ -65,3 +65,9 @@ def test_lower_check_and_check_json_state_the_tolerance_per_output(tmp_path):
     reasons = {o["name"]: o["tolerance_reason"] for o in record["outputs"]}
     assert reasons["z"] == ""
     assert reasons["y"].startswith("float rounding")
+
+
+def test_an_explicit_zero_tolerance_insists_on_bit_for_bit():
+    result = b2s_onnx.check(two_outputs(), atol={"*": 0.0})
+    y = next(o for o in result.outputs if o.name == "y")
+    assert (y.atol, y.rtol, y.tolerance_reason) == (0.0, 0.0, "")

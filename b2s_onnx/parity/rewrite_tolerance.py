@@ -65,19 +65,26 @@ def tolerance_reasons(
 def with_rewrite_tolerances(
     atol, rtol, reasons: Mapping[str, str], outputs: Sequence[str]
 ) -> tuple[dict[str, float], dict[str, float], dict[str, str]]:
-    """Per-output atol and rtol: the user's where they set any for an output, the
-    reassociation tolerance for the outputs in ``reasons`` they left at zero; and the
-    reasons that were applied."""
+    """Per-output atol and rtol: the user's where they set one for an output (a number
+    other than 0, or any value named for the output or ``"*"``, so ``--atol 0`` insists
+    on bit for bit), else the reassociation tolerance for the outputs in ``reasons``; and
+    the reasons that were applied."""
 
     def value(tolerance, output: str) -> float:
         if isinstance(tolerance, Mapping):
             return float(tolerance.get(output, tolerance.get("*", 0.0)))
         return float(tolerance)
 
+    def given(tolerance, output: str) -> bool:
+        if isinstance(tolerance, Mapping):
+            return output in tolerance or "*" in tolerance
+        return float(tolerance) != 0
+
     atols, rtols, applied = {}, {}, {}
     for output in outputs:
         atols[output], rtols[output] = value(atol, output), value(rtol, output)
-        if output in reasons and atols[output] == 0 and rtols[output] == 0:
+        chosen = given(atol, output) or given(rtol, output)
+        if output in reasons and not chosen:
             atols[output], rtols[output] = REASSOCIATION_ATOL, REASSOCIATION_RTOL
             applied[output] = reasons[output]
     return atols, rtols, applied

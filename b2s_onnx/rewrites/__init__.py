@@ -26,6 +26,7 @@ from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
+from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
 
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
 CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
@@ -46,8 +47,13 @@ def lowering_rewrites(domains: Sequence[str]) -> tuple[Rewrite, ...]:
     return (AtrousConvolution(tuple(domains)),)
 
 
-#: Rewrites of the lowered graph's standard ops.
-AFTER_LOWERING_REWRITES: tuple[Rewrite, ...] = (TransposeCleanup(),)
+#: Rewrites of the lowered graph's standard ops: pairs cancel, Transposes move past
+#: element-wise ops (towards the next layer's), and the pairs that then meet cancel.
+AFTER_LOWERING_REWRITES: tuple[Rewrite, ...] = (
+    TransposeCleanup(),
+    TransposeSinking(),
+    TransposeCleanup(),
+)
 
 
 def apply_rewrites(
