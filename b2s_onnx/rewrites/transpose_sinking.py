@@ -58,7 +58,8 @@ class TransposeSinking:
         inverse = list(np.argsort(perm))
         chain: list[tuple[onnx.NodeProto, np.ndarray | None, int]] = []
         current = node.output[0]
-        while (reader := index.only_consumer(current)) is not None:
+        # Each tensor passed goes away: no subgraph may read it from the outer scope.
+        while index.can_rename(current) and (reader := index.only_consumer(current)) is not None:
             found = _sinkable(index, reader, current, rank)
             if found is None:
                 break
