@@ -14,6 +14,9 @@ pattern is ``sum_k w[k] * x[o + cb - pb - qb * r + k * d * r]`` (zero outside ``
 is a Conv with dilation ``d * r`` and pads ``pb + qb * r - cb`` / ``pe + qe * r - ce``. The
 phases' own zero padding lands outside ``x`` as well, so nothing else changes. Stride 1
 only; the sum runs over the same terms, in another order (float rounding only).
+
+A MaxPool or AveragePool in the Conv's place (TensorFlow's dilated pooling) matches the
+same way; :mod:`b2s_onnx.rewrites.atrous_pooling` says when it fuses and builds it.
 """
 
 from __future__ import annotations
