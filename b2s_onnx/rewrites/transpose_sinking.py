@@ -27,7 +27,9 @@ def _sinkable(index: GraphIndex, node: onnx.NodeProto, data: str, rank: int):
     swap with a Transpose."""
     if node.domain not in ("", "ai.onnx"):
         return None
-    if node.op_type in _UNARY:
+    # Not past a Cast: the moved Cast could meet its inverse and change what onnxruntime
+    # does with bf16 NaN payloads; and a widening Cast would make the Transpose dearer.
+    if node.op_type in _UNARY and node.op_type != "Cast":
         if node.input[0] != data or any(index.constant(n) is None for n in node.input[1:] if n):
             return None
         return None, 0
