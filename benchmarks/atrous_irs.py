@@ -37,12 +37,14 @@ class AtrousGraph:
     seed: int = 0
     #: A depthwise branch is followed by its pointwise conv (DeepLab's separable convs).
     separable: bool = True
+    #: TensorFlow's padding: "SAME" keeps height and width, "VALID" pads nothing itself.
+    padding: str = "SAME"
 
 
 def _paddings(ops, x, graph: AtrousGraph, rate: int, kernel: int):
     """(pads_begin, pads_end, crops_begin, crops_end) as the frontend writes them."""
     first = 1 if graph.nhwc else 2
-    total = (kernel - 1) * rate
+    total = (kernel - 1) * rate if graph.padding == "SAME" else 0
     begin = np.full(2, total // 2, np.int32)
     end = np.full(2, total - total // 2, np.int32)
     zero = np.zeros(1, np.int32)

@@ -26,6 +26,8 @@ GRAPHS = {
     "keras depthwise nhwc dynamic": AtrousGraph(rates=(3,), dynamic=True),
     "atrous conv2d nhwc": AtrousGraph(branch="full", rates=(2,)),
     "atrous conv2d nchw dynamic": AtrousGraph(branch="full", nhwc=False, dynamic=True),
+    "atrous conv2d valid nhwc": AtrousGraph(branch="full", rates=(3,), padding="VALID"),
+    "depthwise valid nhwc dynamic": AtrousGraph(rates=(2,), padding="VALID", dynamic=True),
     "aspp separable nhwc": AtrousGraph(aspp=True, rates=(6, 12, 18)),
     "aspp separable nhwc dynamic": AtrousGraph(aspp=True, rates=(6, 12, 18), dynamic=True),
     "aspp full nchw": AtrousGraph(aspp=True, rates=(6, 12, 18), branch="full", nhwc=False),
