@@ -8,6 +8,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
@@ -87,8 +89,8 @@ def _run_both(model: onnx.ModelProto, size: int = 9, channels: int = 3):
 CASES = {
     "max pool rate 2": ("MaxPool", {}),
     "max pool rate 3 kernel 2": ("MaxPool", {"rate": 3, "kernel": 2, "size": 10}),
-    "average pool opset 18 (depthwise Conv)": ("AveragePool", {}),
-    "average pool opset 19 (dilated pool)": ("AveragePool", {"opset": 19}),
+    "average pool opset 18": ("AveragePool", {}),
+    "average pool opset 19": ("AveragePool", {"opset": 19}),
     "average pool rate 4": ("AveragePool", {"rate": 4, "size": 11}),
 }
 
@@ -116,7 +118,7 @@ DECLINES = {
     "strided pool": ("AveragePool", {"stride": 2, "size": 12}, "is strided"),
     "indices are read": ("MaxPool", {"read_indices": True}, "returns indices"),
     "max pool, unknown height": ("MaxPool", {"dynamic": True}, "static shape"),
-    "average pool, unknown channels": ("AveragePool", {"channels": "C"}, "opset 19"),
+    "average pool, unknown channels": ("AveragePool", {"channels": "C"}, "channel count"),
 }
 
 
@@ -145,3 +147,29 @@ def test_onnxruntime_still_folds_a_zero_pad_into_max_pool_as_minus_infinity():
     x = np.full([1, 1, 4], -1.0, np.float32)
     (y,) = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})
     assert y[0, 0, 0] == -1.0  # zeros padded in front would make it 0
+
+
+@given(
+    pool=st.sampled_from(["MaxPool", "AveragePool"]),
+    rate=st.integers(2, 4),
+    kernel=st.integers(1, 3),
+    size=st.integers(1, 12),
+    opset=st.sampled_from([18, 19]),
+)
+def test_any_fused_dilated_pool_computes_what_the_literal_pattern_does(
+    pool, rate, kernel, size, opset
+):
+    model = pooled_model(pool, rate=rate, kernel=kernel, size=size, opset=opset)
+    # Each phase holds ceil(size / rate) elements, padded by ~kernel: the pattern's output
+    # is empty where the phase window is longer than the phase.
+    phase = -(-(size + (kernel - 1) * rate // 2 * 2) // rate)
+    if phase < kernel:
+        result = lower_model(model)
+        assert "output is empty" in result.rewrites.declined[0].reason
+        return
+    fused, ours, literal = _run_both(model, size)
+    assert [f.rewrite for f in fused.rewrites.fired] == ["atrous-convolution"]
+    if pool == "MaxPool":
+        assert ours.tobytes() == literal["y"].tobytes()
+    else:
+        np.testing.assert_allclose(ours, literal["y"], rtol=1e-6, atol=1e-6)

@@ -267,6 +267,10 @@ class AtrousConvolution:
             fused_end.append(pads_end[s] + inner[k + spatial] * rate - crops_end[b])
         if min(fused_begin + fused_end) < 0:
             return decline("the crops exceed the padding (the fused form would need a Slice)")
+        if self._empty(
+            index, conv, space_to_batch, to_s2b, fused_begin, fused_end, fused_dilations
+        ):
+            return decline("the output is empty (the dilated window is longer than the input)")
         channels = shape = None
         if conv.op_type in POOLS:
             dims = self._float32_dims(index, space_to_batch, to_s2b)
@@ -328,6 +332,25 @@ class AtrousConvolution:
             [helper.make_attribute("dilations", dilations), helper.make_attribute("pads", pads)]
         )
         return fused
+
+    @staticmethod
+    def _empty(index: GraphIndex, op, space_to_batch, to_s2b, begin, end, dilations) -> bool:
+        """Whether a known spatial size leaves no output: onnxruntime refuses a Conv or
+        pool whose window is longer than its padded input, where the pattern is empty."""
+        source = index.info(space_to_batch.input[0]).shape
+        if op.op_type in POOLS:
+            kernel = list(index.attribute(op, "kernel_shape", []))
+        else:
+            weights = index.constant(op.input[1])
+            kernel = [] if weights is None else list(weights.shape[2:])
+        if source is None or len(kernel) != len(begin):
+            return False
+        for k, size in enumerate(kernel):
+            length = source[to_s2b[k + 2]]
+            extent = (size - 1) * dilations[k] + 1
+            if length is not None and length + begin[k] + end[k] < extent:
+                return True
+        return False
 
     @staticmethod
     def _float32_dims(index: GraphIndex, space_to_batch, to_s2b: list[int]):

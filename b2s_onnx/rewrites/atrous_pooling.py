@@ -15,9 +15,11 @@ the fused form, so that declines.
   concatenated (static shapes only): onnxruntime's PadFusion folds a zero Pad in front of
   MaxPool into MaxPool's own padding, which is -inf.
 - AveragePool: every window holds ``prod(kernel)`` elements either way, so
-  ``count_include_pad`` does not matter. AveragePool takes ``dilations`` only from opset
-  19; below it, the pool becomes a depthwise Conv with weights ``1 / prod(kernel)`` when the
-  channel count is known. Sum order and the division differ: float rounding only.
+  ``count_include_pad`` does not matter, and the average is a depthwise Conv with weights
+  ``1 / prod(kernel)`` whose own (zero) padding is SpaceToBatch's. Not a dilated
+  AveragePool (opset 19): onnxruntime folds a zero Pad into it, refuses pads as large as
+  the kernel, and would leave the padding out of the count. Sum order and the division
+  differ: float rounding only.
 """
 
 from __future__ import annotations
@@ -43,10 +45,10 @@ def pool_declines(
     """Why ``pool`` inside an atrous pattern cannot become a dilated pool ("" when it can);
     ``channels`` and ``shape`` (of the data, laid out as the pool reads it): when known
     and the data is float32."""
-    if pool.op_type == "AveragePool" and index.opset() < 19 and channels is None:
+    if pool.op_type == "AveragePool" and channels is None:
         return (
-            "AveragePool takes dilations only from opset 19, and the depthwise Conv that "
-            "would stand in needs float32 data with a known channel count"
+            "an average over zero-padded windows becomes a depthwise Conv, which needs "
+            "float32 data with a known channel count"
         )
     if pool.op_type == "MaxPool" and shape is None:
         return (
@@ -119,18 +121,9 @@ def fused_pool(
     :func:`pool_declines` first)."""
     kernel = list(index.attribute(pool, "kernel_shape", []))
     nodes: list[onnx.NodeProto] = []
-    if any(pad_begin + pad_end):
-        if pool.op_type == "MaxPool":
-            data = _zeros_around(index, pool, data, shape, pad_begin, pad_end, nodes)
-        else:
-            pads = [0, 0, *pad_begin, 0, 0, *pad_end]
-            name = index.add_initializer(f"{pool.name}/atrous_pads", np.asarray(pads, np.int64))
-            padded = index.names.fresh(f"{pool.name}/atrous_padded")
-            nodes.append(
-                helper.make_node("Pad", [data, name], [padded], name=f"{pool.name}/atrous_pad")
-            )
-            data = padded
     if pool.op_type == "MaxPool":
+        if any(pad_begin + pad_end):
+            data = _zeros_around(index, pool, data, shape, pad_begin, pad_end, nodes)
         nodes.append(
             helper.make_node(
                 "MaxPool",
@@ -142,18 +135,6 @@ def fused_pool(
             )
         )
         return nodes, True
-    if index.opset() >= 19:
-        nodes.append(
-            helper.make_node(
-                "AveragePool",
-                [data],
-                [pool.output[0]],
-                name=pool.name,
-                kernel_shape=kernel,
-                dilations=dilations,
-            )
-        )
-        return nodes, False
     assert channels is not None, "pool_declines checks the channel count"
     weights = np.full([channels, 1, *kernel], 1 / math.prod(kernel), np.float32)
     name = index.add_initializer(f"{pool.name}/atrous_mean_weights", weights)
@@ -166,6 +147,7 @@ def fused_pool(
             group=channels,
             kernel_shape=kernel,
             dilations=dilations,
+            pads=[*pad_begin, *pad_end],
         )
     )
     return nodes, False
