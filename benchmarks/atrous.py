@@ -6,6 +6,12 @@ BatchToSpace. Ratios, in one run, interleaved round by round, medians:
 
     python -m benchmarks.atrous                   # every pattern, 1 and 2 threads
     python -m benchmarks.atrous --only depthwise --threads 1
+
+Rows marked "dyn" have unknown height and width: the pads and crops are computed at run
+time, OpenVINO keeps SpaceToBatch/BatchToSpace, and the fused graph carries a run-time
+guard. Pool rows are TensorFlow's dilated pooling; ASPP is DeepLab's head (1x1 conv,
+separable atrous convs at rates 6/12/18, image pooling, concat, projection). The machine
+may be shared: many repeats, timed round by round in turn, medians.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import numpy as np
 
 import b2s_onnx
 from benchmarks._machine import interleaved_medians, isa_flags
+from benchmarks.atrous_irs import AtrousGraph, atrous_ir_model
 from benchmarks.models import _session
 
 
@@ -33,6 +40,13 @@ class Pattern:
     nhwc: bool = False
     rate: int = 2
     kernel: int = 3
+    #: Built as OpenVINO's TensorFlow frontend writes it (dynamic H/W, pools, ASPP).
+    graph: AtrousGraph | None = None
+
+
+def _frontend(name: str, channels: int, size: int, **fields) -> Pattern:
+    graph = AtrousGraph(channels=channels, size=size, separable=False, **fields)
+    return Pattern(name, channels, size, nhwc=graph.nhwc, graph=graph)
 
 
 PATTERNS = [
@@ -43,6 +57,13 @@ PATTERNS = [
     Pattern("full 128x129x129 nhwc", 128, 129, nhwc=True),
     Pattern("1-D 128x4097 rate 4", 128, 4097, spatial=1, rate=4),
     Pattern("3-D 32x33x33x33", 32, 33, spatial=3),
+    _frontend("depthwise 256x65x65 dyn nhwc", 256, 65, dynamic=True),
+    _frontend("depthwise 128x129x129 dyn nchw", 128, 129, dynamic=True, nhwc=False),
+    _frontend("full 256x65x65 dyn nhwc", 256, 65, dynamic=True, branch="full"),
+    _frontend("maxpool 256x65x65 nhwc", 256, 65, branch="maxpool"),
+    _frontend("avgpool 256x65x65 dyn nhwc", 256, 65, dynamic=True, branch="avgpool"),
+    _frontend("ASPP 256x65x65 nhwc 6/12/18", 256, 65, aspp=True, rates=(6, 12, 18)),
+    _frontend("ASPP 256x65x65 dyn nhwc", 256, 65, aspp=True, rates=(6, 12, 18), dynamic=True),
 ]
 
 
@@ -50,6 +71,11 @@ def atrous_ir(pattern: Pattern, folder: Path) -> Path:
     """The IR OpenVINO's TensorFlow frontend writes for ``tf.nn.atrous_conv2d`` ('SAME')."""
     import openvino as ov
     import openvino.opset13 as ops
+
+    if pattern.graph is not None:
+        xml = folder / f"{pattern.name.replace(' ', '_').replace('/', '_')}.xml"
+        ov.save_model(atrous_ir_model(pattern.graph), xml, compress_to_fp16=False)
+        return xml
 
     rank = pattern.spatial + 2
     rate, kernel, size = pattern.rate, pattern.kernel, pattern.size
@@ -101,6 +127,9 @@ def measure(pattern: Pattern, folder: Path, threads: int, repeats: int) -> dict:
     config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads, "NUM_STREAMS": 1}
     request = core.compile_model(core.read_model(xml), "CPU", config).create_infer_request()
     shape = fused.get_inputs()[0].shape
+    if pattern.graph is not None:  # dynamic H/W: run at the pattern's size
+        spatial = [pattern.size] * 2
+        shape = [1, *spatial, pattern.channels] if pattern.nhwc else [1, pattern.channels, *spatial]
     feeds = {"data": np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
     times = interleaved_medians(
         {

@@ -64,6 +64,8 @@ def print_result(result: CheckResult) -> None:
             f"  {out.name} {out.dtype}{out.shape}: {mark}{detail} max_abs={out.max_abs_error:.3g} "
             f"max_rel={out.max_rel_error:.3g} atol={out.atol:g} rtol={out.rtol:g}"
         )
+        if out.tolerance_reason:
+            click.echo(f"    tolerance: {out.tolerance_reason}")
 
 
 def _expand(models: tuple[Path, ...]) -> list[Path]:
@@ -124,6 +126,8 @@ def _print_outcome(report: Reporter, record: dict) -> None:
                 f"rtol={out['rtol']:g}",
                 markup=False,
             )
+            if out.get("tolerance_reason"):
+                report.out.print(f"    tolerance: {out['tolerance_reason']}", markup=False)
     if record.get("per_layer"):
         print_per_layer(report, record["per_layer"])
 

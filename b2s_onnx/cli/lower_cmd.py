@@ -124,6 +124,7 @@ def lower_command(
             domains=all_domains,
             atol=tolerances[0],
             rtol=tolerances[1],
+            rewrites=result.rewrites,
         )
     written = write_model(
         result.model,

@@ -13,9 +13,13 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
+
+if TYPE_CHECKING:
+    from b2s_onnx.rewrites import RewriteReport
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.io import load_model
@@ -23,6 +27,7 @@ from b2s_onnx.lowering import DEFAULT_DOMAINS, LoweringOptions, lower_model
 from b2s_onnx.parity.compare import compare as compare_arrays
 from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
 from b2s_onnx.parity.references import run_reference
+from b2s_onnx.parity.rewrite_tolerance import tolerance_reasons, with_rewrite_tolerances
 from b2s_onnx.parity.runtime import first_line, run_onnxruntime
 from b2s_onnx.parity.task_compare import TaskComparison, compare_task, parse_task
 
@@ -43,6 +48,9 @@ class OutputReport:
     reason: str = ""
     #: The task-level comparison that decided ``passed`` (``--compare``), if any.
     comparison: dict | None = None
+    #: Why ``atol``/``rtol`` are not zero though none was given ("" otherwise): a rewrite
+    #: that changes float rounding reaches this output.
+    tolerance_reason: str = ""
 
 
 @dataclass
@@ -104,10 +112,17 @@ def _with_task(
 
 
 def compare_outputs(
-    names, expected, actual, atol: Tolerance, rtol: Tolerance, tasks: Tasks = None
+    names,
+    expected,
+    actual,
+    atol: Tolerance,
+    rtol: Tolerance,
+    tasks: Tasks = None,
+    tolerance_reasons: Mapping[str, str] | None = None,
 ) -> list[OutputReport]:
     """One report per output name, comparing ``actual`` with ``expected``."""
     reports = []
+    tolerance_reasons = tolerance_reasons or {}
     for name in names:
         a, r = _tolerance(atol, name), _tolerance(rtol, name)
         if name not in actual:
@@ -140,6 +155,7 @@ def compare_outputs(
             r,
             diff.reason,
         )
+        report.tolerance_reason = tolerance_reasons.get(name, "")
         task = _task_for(tasks, name)
         if task is not None and exp.shape == actual[name].shape:
             report = _with_task(report, task, exp, actual[name])
@@ -157,6 +173,7 @@ def finish_check(
     seed: int,
     timings: dict[str, float],
     tasks: Tasks = None,
+    tolerance_reasons: Mapping[str, str] | None = None,
     **fields,
 ) -> CheckResult:
     """The end every parity check shares: run ``model`` in onnxruntime on ``feeds``, compare
@@ -168,7 +185,7 @@ def finish_check(
         message = first_line(exc)
         raise B2SError(f"onnxruntime could not run the model under check: {message}") from exc
     timings["onnxruntime_s"] = time.perf_counter() - start
-    reports = compare_outputs(names, expected, actual, atol, rtol, tasks)
+    reports = compare_outputs(names, expected, actual, atol, rtol, tasks, tolerance_reasons)
     return CheckResult(
         passed=all(r.passed for r in reports),
         seed=seed,
@@ -196,6 +213,7 @@ def check(
     compare: Tasks = None,
     progress: Callable[[str], None] | None = None,
     per_layer: bool = False,
+    rewrites: RewriteReport | None = None,
 ) -> CheckResult:
     """Runs ``model`` (reference) and its lowering (onnxruntime) on the same inputs.
 
@@ -208,6 +226,11 @@ def check(
     data-movement lowering must meet under the default reference. ``compare`` ("detections",
     "topk:K", or per output name) judges outputs at the task level instead. ``per_layer``
     also compares each lowered subgraph with its op's reference on the inputs it was fed.
+
+    Outputs that a rewrite changing float rounding reaches (``rewrites``: what fired when
+    ``lowered`` was made; found here when ``lowered`` is None) are compared within
+    :mod:`b2s_onnx.parity.rewrite_tolerance`'s tolerance where no tolerance was given, and
+    their reports say why (``tolerance_reason``).
     """
     step = progress or (lambda _stage: None)
     original = load_onnx(model)
@@ -219,6 +242,7 @@ def check(
         result = lower_model(original, opset=opset, domains=domains, options=LoweringOptions())
         lowered_model = result.model
         lowered_nodes = [asdict(n) for n in result.lowered]
+        rewrites = result.rewrites
     else:
         lowered_model = load_onnx(lowered, "lowered")
     timings["lower_s"] = time.perf_counter() - start
@@ -237,6 +261,8 @@ def check(
     expected = run_reference(original, feeds, domains, reference)
     timings["reference_s"] = time.perf_counter() - start
     names = [o.name for o in original.graph.output]
+    reasons = tolerance_reasons(original, rewrites.fired if rewrites else [], names)
+    atol, rtol, reasons = with_rewrite_tolerances(atol, rtol, reasons, names)
     step("running the lowered model")
     result = finish_check(
         lowered_model,
@@ -248,6 +274,7 @@ def check(
         seed,
         timings,
         tasks=compare,
+        tolerance_reasons=reasons,
         lowered_nodes=lowered_nodes,
         reference=expected.label,
         reference_detail=expected.detail,

@@ -9,6 +9,7 @@ Every rewrite here keeps the outputs bit-exact or within float rounding of the o
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import onnx
 
@@ -29,6 +30,7 @@ from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
+from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
 
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
 CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
@@ -53,8 +55,13 @@ def lowering_rewrites(domains: Sequence[str]) -> tuple[Rewrite, ...]:
     return (AtrousConvolution(tuple(domains)),)
 
 
-#: Rewrites of the lowered graph's standard ops.
-AFTER_LOWERING_REWRITES: tuple[Rewrite, ...] = (TransposeCleanup(),)
+#: Rewrites of the lowered graph's standard ops: pairs cancel, Transposes move past
+#: element-wise ops (towards the next layer's), and the pairs that then meet cancel.
+AFTER_LOWERING_REWRITES: tuple[Rewrite, ...] = (
+    TransposeCleanup(),
+    TransposeSinking(),
+    TransposeCleanup(),
+)
 
 
 def apply_rewrites(
@@ -71,6 +78,8 @@ def apply_rewrites(
                 continue
             outcome = rewrite.attempt(index, node, report)
             if isinstance(outcome, Fired):
+                if outcome.exact is None:
+                    outcome = replace(outcome, exact=getattr(rewrite, "exact", True))
                 report.fired.append(outcome)
             elif isinstance(outcome, Declined):
                 report.declined.append(outcome)

@@ -20,6 +20,8 @@ class Fired:
     rewrite: str
     node: str
     detail: str = ""
+    #: Whether the outputs keep every bit; None: as the rewrite's ``exact`` says.
+    exact: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,10 @@ class RewriteReport:
         self.declined.extend(other.declined)
         self.absorbed.update(other.absorbed)
 
+    def inexact(self) -> list[Fired]:
+        """The rewrites that fired and may change float rounding (``exact`` False)."""
+        return [f for f in self.fired if f.exact is False]
+
     def counts(self) -> dict[str, int]:
         counts: dict[str, int] = {}
         for fired in self.fired:
@@ -63,6 +69,9 @@ class Rewrite(Protocol):
     name: str
     #: Op types (default domain) a match starts from.
     anchors: tuple[str, ...]
+    #: Whether outputs keep every bit (False: float rounding may differ, e.g. a sum runs in
+    #: another order). A rewrite without it counts as exact; a Fired may say otherwise.
+    exact: bool
 
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport

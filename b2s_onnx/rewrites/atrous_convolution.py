@@ -14,6 +14,9 @@ pattern is ``sum_k w[k] * x[o + cb - pb - qb * r + k * d * r]`` (zero outside ``
 is a Conv with dilation ``d * r`` and pads ``pb + qb * r - cb`` / ``pe + qe * r - ce``. The
 phases' own zero padding lands outside ``x`` as well, so nothing else changes. Stride 1
 only; the sum runs over the same terms, in another order (float rounding only).
+
+A MaxPool or AveragePool in the Conv's place (TensorFlow's dilated pooling) matches the
+same way; :mod:`b2s_onnx.rewrites.atrous_pooling` says when it fuses and builds it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from b2s_onnx.lowering._emit import Emitter
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 from b2s_onnx.rewrites._shape_cone import ShapeCone
+from b2s_onnx.rewrites.atrous_pooling import POOLS, fused_pool, pool_declines
 
 #: Element-wise ops with one data input that commute with batch <-> space data movement.
 _UNARY = frozenset(
@@ -62,8 +66,21 @@ def _custom(index: GraphIndex, name: str, op_type: str, domains) -> onnx.NodePro
 
 
 def _ints(index: GraphIndex, name: str) -> list[int] | None:
+    """The integers ``name`` always holds, seeing through the Casts a converter puts
+    between an int32 constant and an op that takes int64 (the rewrites run before
+    constant folding)."""
     value = index.constant(name)
-    return None if value is None else [int(v) for v in value.reshape(-1)]
+    while value is None:
+        node = index.producer.get(name)
+        if (
+            node is None
+            or node.op_type not in ("Cast", "Identity")
+            or node.domain not in ("", "ai.onnx")
+        ):
+            return None
+        name = node.input[0]
+        value = index.constant(name)
+    return [int(v) for v in value.reshape(-1)]
 
 
 #: How many shape samples a run-time paddings computation is evaluated on.
@@ -164,7 +181,7 @@ class AtrousConvolution:
         # Walk back from BatchToSpace to the convolution, then on to SpaceToBatch.
         after: list[onnx.NodeProto] = []
         current = index.producer.get(node.input[0])
-        while current is not None and current.op_type != "Conv":
+        while current is not None and current.op_type not in ("Conv", *POOLS):
             if current.domain not in ("", "ai.onnx") or (
                 current.op_type not in _UNARY | _BINARY | {"Transpose"}
             ):
@@ -200,8 +217,11 @@ class AtrousConvolution:
         pads_begin, pads_end, crops_begin, crops_end, guard = found
         blocks_out = blocks
         rank = len(blocks)
-        weights = index.constant(conv.input[1])
-        spatial = (weights.ndim if weights is not None else rank) - 2
+        if conv.op_type in POOLS:
+            spatial = len(index.attribute(conv, "kernel_shape", []))
+        else:
+            weights = index.constant(conv.input[1])
+            spatial = (weights.ndim if weights is not None else rank) - 2
         if rank != spatial + 2:
             return decline("the convolution's rank differs from the data's")
 
@@ -227,7 +247,7 @@ class AtrousConvolution:
                 return decline("BatchToSpace moves the batch or channel axis")
 
         if any(v != 1 for v in index.attribute(conv, "strides", [1] * spatial)):
-            return decline("the convolution is strided")
+            return decline(f"'{conv.name}' is strided")
         auto_pad = index.attribute(conv, "auto_pad", b"NOTSET")
         auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
         if auto_pad not in ("NOTSET", "VALID"):
@@ -247,6 +267,17 @@ class AtrousConvolution:
             fused_end.append(pads_end[s] + inner[k + spatial] * rate - crops_end[b])
         if min(fused_begin + fused_end) < 0:
             return decline("the crops exceed the padding (the fused form would need a Slice)")
+        if self._empty(
+            index, conv, space_to_batch, to_s2b, fused_begin, fused_end, fused_dilations
+        ):
+            return decline("the output is empty (the dilated window is longer than the input)")
+        channels = shape = None
+        if conv.op_type in POOLS:
+            dims = self._float32_dims(index, space_to_batch, to_s2b)
+            channels = None if dims is None else dims[1]
+            shape = None if dims is None or None in dims else dims
+            if reason := pool_declines(index, conv, inner, channels, shape):
+                return decline(reason)
         for op in after:
             if op.op_type in _BINARY and not self._per_channel(index, op, rank, to_b2s, after):
                 return decline(f"'{op.name}' is not element-wise per channel")
@@ -264,19 +295,16 @@ class AtrousConvolution:
             copy.input[0] = first_input
             first_input = copy.output[0]
             replacements.append(copy)
-        fused = onnx.NodeProto()
-        fused.CopyFrom(conv)
-        fused.input[0] = first_input
-        kept = [a for a in fused.attribute if a.name not in ("dilations", "pads", "auto_pad")]
-        del fused.attribute[:]
-        fused.attribute.extend(kept)
-        fused.attribute.extend(
-            [
-                helper.make_attribute("dilations", fused_dilations),
-                helper.make_attribute("pads", fused_begin + fused_end),
-            ]
-        )
-        replacements.append(fused)
+        exact = False
+        if conv.op_type in POOLS:
+            nodes, exact = fused_pool(
+                index, conv, first_input, fused_dilations, fused_begin, fused_end, channels, shape
+            )
+            replacements.extend(nodes)
+        else:
+            replacements.append(
+                self._dilated_conv(conv, first_input, fused_dilations, fused_begin + fused_end)
+            )
         for op in reversed(after):
             copy = onnx.NodeProto()
             copy.CopyFrom(op)
@@ -290,7 +318,48 @@ class AtrousConvolution:
             report.absorbed[tensor] = node.output[0]
         rates = "x".join(str(d) for d in fused_dilations)
         guarded = ", pads and crops guarded at run time" if guard is not None else ""
-        return Fired(self.name, node.name, f"'{conv.name}' dilated {rates}{guarded}")
+        return Fired(self.name, node.name, f"'{conv.name}' dilated {rates}{guarded}", exact=exact)
+
+    @staticmethod
+    def _dilated_conv(conv, data: str, dilations: list[int], pads: list[int]) -> onnx.NodeProto:
+        fused = onnx.NodeProto()
+        fused.CopyFrom(conv)
+        fused.input[0] = data
+        kept = [a for a in fused.attribute if a.name not in ("dilations", "pads", "auto_pad")]
+        del fused.attribute[:]
+        fused.attribute.extend(kept)
+        fused.attribute.extend(
+            [helper.make_attribute("dilations", dilations), helper.make_attribute("pads", pads)]
+        )
+        return fused
+
+    @staticmethod
+    def _empty(index: GraphIndex, op, space_to_batch, to_s2b, begin, end, dilations) -> bool:
+        """Whether a known spatial size leaves no output: onnxruntime refuses a Conv or
+        pool whose window is longer than its padded input, where the pattern is empty."""
+        source = index.info(space_to_batch.input[0]).shape
+        if op.op_type in POOLS:
+            kernel = list(index.attribute(op, "kernel_shape", []))
+        else:
+            weights = index.constant(op.input[1])
+            kernel = [] if weights is None else list(weights.shape[2:])
+        if source is None or len(kernel) != len(begin):
+            return False
+        for k, size in enumerate(kernel):
+            length = source[to_s2b[k + 2]]
+            extent = (size - 1) * dilations[k] + 1
+            if length is not None and length + begin[k] + end[k] < extent:
+                return True
+        return False
+
+    @staticmethod
+    def _float32_dims(index: GraphIndex, space_to_batch, to_s2b: list[int]):
+        """The dims of SpaceToBatch's input (None where unknown) as the inner op's layout
+        orders them, for float32 data only (the stand-in weights and zeros are float32)."""
+        source = index.info(space_to_batch.input[0])
+        if source.elem_type != onnx.TensorProto.FLOAT or source.shape is None:
+            return None
+        return [source.shape[axis] for axis in to_s2b]
 
     @staticmethod
     def _per_channel(

@@ -23,6 +23,7 @@ def _perm(index: GraphIndex, node: onnx.NodeProto, rank: int | None) -> list[int
 
 class TransposeCleanup:
     name = "transpose-cleanup"
+    exact = True
     anchors = ("Transpose",)
 
     def attempt(
