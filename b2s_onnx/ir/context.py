@@ -110,6 +110,12 @@ class ConversionContext:
     def out(self, layer: Layer, index: int = 0) -> str:
         return self.tensors[(layer.id, layer.outputs[index].id)]
 
+    def is_read(self, layer: Layer, index: int) -> bool:
+        """Whether any layer reads output ``index`` of ``layer`` (an unread optional output
+        need not be computed)."""
+        wanted = (layer.id, layer.outputs[index].id)
+        return any(source == wanted for source in self.model.sources.values())
+
     def inputs(self, layer: Layer) -> list[str]:
         names = []
         for port in layer.inputs:
