@@ -506,7 +506,7 @@ def convert_ir_model(
     )
     rewrites = lowered.rewrites
     if fuse:
-        rewrites.extend(apply_rewrites(lowered.model))
+        rewrites.extend(apply_rewrites(lowered.model, late=late))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     return ConversionResult(
         lowered.model,

@@ -8,6 +8,7 @@ inputs are produced before, its outputs consumed after), removed nodes leave by 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -32,8 +33,12 @@ def _holds_data(tensor: onnx.TensorProto) -> bool:
 class GraphIndex:
     """The top-level graph of ``model``; subgraphs (If/Loop bodies) are left alone."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(
+        self, model: onnx.ModelProto, late: Mapping[str, np.ndarray] | None = None
+    ) -> None:
         self.model = model
+        #: Values of initializers that are stubs until the model is saved (large weights).
+        self.late = late or {}
         self.graph = model.graph
         self.names = NameAllocator(taken_names(model))
         self.initializers = {t.name: t for t in self.graph.initializer}
@@ -83,6 +88,8 @@ class GraphIndex:
             tensor = self.initializers.get(name)
             if tensor is not None and _holds_data(tensor):
                 value = decode_tensor(tensor)
+            elif tensor is not None and name in self.late:
+                value = self.late[name]
             else:
                 node = self.producer.get(name)
                 if (
