@@ -78,6 +78,8 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
         "prelu-channel": lambda o, x, c: o.prelu(x, o.constant(slopes[:c])),
         "prelu-spelled": spelled,
         "hswish": lambda o, x, c: o.hswish(x),
+        "hsigmoid": lambda o, x, c: o.hsigmoid(x),
+        "clamp": lambda o, x, c: o.clamp(x, 0.0, 6.0),
         "swish": lambda o, x, c: o.swish(x),
         "mish": lambda o, x, c: o.mish(x),
         "gelu": lambda o, x, c: o.gelu(x, "erf"),
@@ -102,6 +104,27 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     )
     up = ops.add(up, ops.constant(np.asarray([0.1, 0.2, 0.3, 0.4], np.float32).reshape(1, 4, 1, 1)))
     models["deconv-bias"] = (ov.Model([ops.relu(up)], [data]), [1, 36, 180, 320])
+
+    data = ops.parameter([1, 32, 128, 224], np.float32, name="data")
+    pooled = ops.avg_pool(
+        _conv_stack(ops, data, lambda o, x, c: o.relu(x), 48, 2),
+        [2, 2],
+        [0, 0],
+        [0, 0],
+        [2, 2],
+        False,
+        "ceil",
+    )
+    models["avgpool-ceil"] = (
+        ov.Model([_conv_stack(ops, pooled, lambda o, x, c: o.relu(x), 48, 2)], [data]),
+        [1, 32, 128, 224],
+    )
+    data = ops.parameter([1, 1, 360, 640], np.float32, name="data")
+    wide = _conv_stack(ops, data, lambda o, x, c: x, 36, 1)
+    up = ops.convolution_backprop_data(
+        wide, ops.constant(rng.standard_normal([36, 4, 3, 3]).astype(np.float32) * 0.1), [3, 3]
+    )
+    models["conv-upsampling"] = (ov.Model([ops.relu(up)], [data]), [1, 1, 360, 640])
 
     found = {}
     for name, (model, shape) in models.items():
