@@ -145,7 +145,9 @@ def test_gelu_with_another_constant_or_a_shared_part_is_left_alone():
 # -- conv-into-upsampling --------------------------------------------------------------------
 
 
-def _conv_deconv(block, middle=12, outputs=3, biases=True, deconv_stride=None, shared=False):
+def _conv_deconv(
+    block, middle=12, outputs=3, biases=True, deconv_stride=None, shared=False, relu=False
+):
     rng = np.random.default_rng(block)
     constants = {
         "wc": rng.standard_normal([middle, 2, 3, 3]).astype(np.float32) * 0.3,
@@ -167,18 +169,24 @@ def _conv_deconv(block, middle=12, outputs=3, biases=True, deconv_stride=None, s
     if shared:
         nodes.append(helper.make_node("ReduceMean", ["v"], ["m"], keepdims=1))
         nodes.append(helper.make_node("Add", ["up", "m"], ["y"]))
+    elif relu:
+        nodes.append(helper.make_node("Relu", ["up"], ["y"], name="relu"))
     else:
         nodes[-1].output[0] = "y"
     return _model(nodes, constants, [1, 2, 6, 5])
 
 
+@pytest.mark.parametrize("relu", [False, True])
 @pytest.mark.parametrize("biases", [True, False])
 @pytest.mark.parametrize("block", [2, 3])
-def test_conv_then_non_overlapping_upsampling_becomes_one_conv_and_depth_to_space(block, biases):
-    before, after, report, rewritten = _rewrite(_conv_deconv(block, biases=biases))
+def test_conv_then_non_overlapping_upsampling_becomes_one_conv_and_depth_to_space(
+    block, biases, relu
+):
+    before, after, report, rewritten = _rewrite(_conv_deconv(block, biases=biases, relu=relu))
     assert "conv-into-upsampling" in _fired(report)
     assert "ConvTranspose" not in _ops(rewritten)
-    assert "DepthToSpace" in _ops(rewritten)
+    assert _ops(rewritten)[-1] == "DepthToSpace", "the activation moves before the shuffle"
+    assert ("Relu" in _ops(rewritten)) == relu
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
 
 
