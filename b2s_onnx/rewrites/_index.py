@@ -88,8 +88,6 @@ class GraphIndex:
             tensor = self.initializers.get(name)
             if tensor is not None and _holds_data(tensor):
                 value = decode_tensor(tensor)
-            elif tensor is not None and name in self.late:
-                value = self.late[name]
             else:
                 node = self.producer.get(name)
                 if (
@@ -102,6 +100,15 @@ class GraphIndex:
                             value = numpy_helper.to_array(attr.t)
             self._constants[name] = value
         return self._constants[name]
+
+    def weight(self, name: str) -> np.ndarray | None:
+        """Like :meth:`constant`, but also the value of a large weight whose bytes are
+        attached at save; only for rewrites that compose weights into new ones of a bounded
+        size (others keep seeing stubs, so they never copy large weights into the graph)."""
+        value = self.constant(name)
+        if value is None and name in self.initializers:
+            value = self.late.get(name)
+        return value
 
     def know_constant(self, name: str, value: np.ndarray) -> None:
         """Records that ``name`` now holds ``value`` (a rewrite folded it), so later nodes of

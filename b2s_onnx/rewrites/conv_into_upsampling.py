@@ -82,8 +82,8 @@ class ConvIntoUpsampling:
             return None
         if index.only_consumer(conv.output[0]) is not node:
             return Declined(self.name, node.name, "the Conv's output is read elsewhere")
-        wt = index.constant(node.input[1])
-        wc = index.constant(conv.input[1])
+        wt = index.weight(node.input[1])
+        wc = index.weight(conv.input[1])
         if wt is None or wc is None:
             return Declined(self.name, node.name, "a weight is computed")
         if wt.dtype != np.float32 or wc.dtype != np.float32 or wt.ndim != 4 or wc.ndim != 4:
@@ -100,9 +100,7 @@ class ConvIntoUpsampling:
             return Declined(self.name, node.name, "the weights' channel counts disagree")
         biases = []
         for owner, width in ((conv, wc.shape[0]), (node, wt.shape[1])):
-            bias = (
-                index.constant(owner.input[2]) if len(owner.input) > 2 and owner.input[2] else None
-            )
+            bias = index.weight(owner.input[2]) if len(owner.input) > 2 and owner.input[2] else None
             if len(owner.input) > 2 and owner.input[2] and bias is None:
                 return Declined(self.name, node.name, "a bias is computed")
             biases.append(np.zeros(width) if bias is None else bias.astype(np.float64).reshape(-1))

@@ -65,7 +65,7 @@ def _reads_nchw(index: GraphIndex, node: onnx.NodeProto) -> bool:
         return True
     if node.op_type != "Conv" or len(node.input) < 2:
         return False
-    weights = index.constant(node.input[1])
+    weights = index.weight(node.input[1])
     return (
         weights is not None
         and weights.ndim == 4
@@ -94,7 +94,7 @@ class SmallConvAs3d:
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
     ) -> Fired | Declined | None:
-        weights = index.constant(node.input[1])
+        weights = index.weight(node.input[1])
         if weights is None or weights.ndim != 4 or weights.dtype != np.float32:
             return None
         outputs, inputs = weights.shape[:2]
@@ -109,7 +109,7 @@ class SmallConvAs3d:
         if index.attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
             return Declined(self.name, node.name, "auto_pad is kept in 2-D")
         bias = node.input[2] if len(node.input) > 2 else ""
-        if bias and index.constant(bias) is None:
+        if bias and index.weight(bias) is None:
             return Declined(self.name, node.name, "the bias is computed")
         activation = _activation(index, node.output[0])
         matched = [node] if activation is None else [node, activation]
