@@ -32,8 +32,13 @@ from benchmarks._machine import interleaved_medians, isa_flags
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "ir-corpus"
 
 
-def _session(model, threads: int, profile: bool = False) -> ort.InferenceSession:
+def _session(
+    model, threads: int, profile: bool = False, blocked: bool = True
+) -> ort.InferenceSession:
+    """``blocked=False`` stops at onnxruntime's extended optimizations: no NCHWc layout."""
     options = ort.SessionOptions()
+    if not blocked:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
@@ -78,6 +83,8 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
         "prelu-channel": lambda o, x, c: o.prelu(x, o.constant(slopes[:c])),
         "prelu-spelled": spelled,
         "hswish": lambda o, x, c: o.hswish(x),
+        "hsigmoid": lambda o, x, c: o.hsigmoid(x),
+        "clamp": lambda o, x, c: o.clamp(x, 0.0, 6.0),
         "swish": lambda o, x, c: o.swish(x),
         "mish": lambda o, x, c: o.mish(x),
         "gelu": lambda o, x, c: o.gelu(x, "erf"),
@@ -102,6 +109,27 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     )
     up = ops.add(up, ops.constant(np.asarray([0.1, 0.2, 0.3, 0.4], np.float32).reshape(1, 4, 1, 1)))
     models["deconv-bias"] = (ov.Model([ops.relu(up)], [data]), [1, 36, 180, 320])
+
+    data = ops.parameter([1, 32, 128, 224], np.float32, name="data")
+    pooled = ops.avg_pool(
+        _conv_stack(ops, data, lambda o, x, c: o.relu(x), 48, 2),
+        [2, 2],
+        [0, 0],
+        [0, 0],
+        [2, 2],
+        False,
+        "ceil",
+    )
+    models["avgpool-ceil"] = (
+        ov.Model([_conv_stack(ops, pooled, lambda o, x, c: o.relu(x), 48, 2)], [data]),
+        [1, 32, 128, 224],
+    )
+    data = ops.parameter([1, 1, 360, 640], np.float32, name="data")
+    wide = _conv_stack(ops, data, lambda o, x, c: x, 36, 1)
+    up = ops.convolution_backprop_data(
+        wide, ops.constant(rng.standard_normal([36, 4, 3, 3]).astype(np.float32) * 0.1), [3, 3]
+    )
+    models["conv-upsampling"] = (ov.Model([ops.relu(up)], [data]), [1, 1, 360, 640])
 
     found = {}
     for name, (model, shape) in models.items():
@@ -141,7 +169,9 @@ def _top_ops(model, feeds, threads: int, rounds: int = 5, count: int = 6) -> str
     return ", ".join(f"{op} {100 * t / whole:.0f}%" for op, t in totals.most_common(count))
 
 
-def measure(name: str, xml: Path, feeds, threads: int, repeats: int, profile: bool) -> dict:
+def measure(
+    name: str, xml: Path, feeds, threads: int, repeats: int, profile: bool, unblocked: bool = False
+) -> dict:
     import openvino as ov
 
     fused = b2s_onnx.convert_ir(xml)
@@ -154,17 +184,16 @@ def measure(name: str, xml: Path, feeds, threads: int, repeats: int, profile: bo
     )
     request = compiled.create_infer_request()
     sessions = {"fused": _session(fused, threads), "unfused": _session(unfused, threads)}
-    times = interleaved_medians(
-        {
-            "fused": lambda: sessions["fused"].run(None, feeds),
-            "unfused": lambda: sessions["unfused"].run(None, feeds),
-            "openvino": lambda: request.infer(feeds),
-        },
-        repeats,
-    )
+    if unblocked:
+        sessions["unblocked"] = _session(fused, threads, blocked=False)
+    runs: dict[str, Callable] = {
+        key: (lambda session=session: session.run(None, feeds)) for key, session in sessions.items()
+    }
+    runs["openvino"] = lambda: request.infer(feeds)
+    times = interleaved_medians(runs, repeats)
     row = {"model": name, "threads": threads, **{f"{k}_ms": v * 1e3 for k, v in times.items()}}
-    row["fused/openvino"] = times["fused"] / times["openvino"]
-    row["unfused/openvino"] = times["unfused"] / times["openvino"]
+    for key in sessions:
+        row[f"{key}/openvino"] = times[key] / times["openvino"]
     if profile:
         row["top_ops"] = _top_ops(fused, feeds, threads)
     return row
@@ -174,13 +203,56 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
+def markdown(rows: list[dict], corpus: set[str], threads: list[int]) -> str:
+    """The README table: corpus models at the lowest thread count, both latencies and the
+    ratio, then the geomean per thread count; generated models follow in their own table."""
+    first = min(threads)
+    lines = []
+    for title, chosen in (("model", corpus), ("pattern", None)):
+        picked = [
+            r
+            for r in rows
+            if r["threads"] == first and ((r["model"] in corpus) == (chosen is not None))
+        ]
+        if not picked:
+            continue
+        lines += [
+            f"| {title} | onnxruntime ms | OpenVINO ms | ratio | ratio without rewrites |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r['model']} | {r['fused_ms']:.2f} | {r['openvino_ms']:.2f} | "
+            f"{r['fused/openvino']:.2f} | {r['unfused/openvino']:.2f} |"
+            for r in picked
+        ]
+        if chosen is not None:
+            for count in threads:
+                ratios = [
+                    r["fused/openvino"]
+                    for r in rows
+                    if r["threads"] == count and r["model"] in corpus
+                ]
+                lines.append(
+                    f"| **geomean, {count} thread{'s' if count > 1 else ''}** | | | "
+                    f"**{_geomean(ratios):.2f}** | |"
+                )
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--only", nargs="*", default=None, help="substrings of model names")
     parser.add_argument("--profile", action="store_true", help="print onnxruntime's top ops")
+    parser.add_argument(
+        "--unblocked",
+        action="store_true",
+        help="also time the fused model without onnxruntime's NCHWc layout (where it is the cause)",
+    )
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--markdown", type=Path, default=None, help="write the tables here")
     args = parser.parse_args()
 
     print(f"CPU: {isa_flags()}")
@@ -192,7 +264,9 @@ def main() -> None:
                 continue
             for threads in args.threads:
                 try:
-                    row = measure(name, xml, feeds, threads, args.repeats, args.profile)
+                    row = measure(
+                        name, xml, feeds, threads, args.repeats, args.profile, args.unblocked
+                    )
                 except Exception as exc:  # a model we cannot convert yet is a row, not a crash
                     print(f"{name:46s} {threads}t  skipped: {str(exc)[:90]}")
                     continue
@@ -201,7 +275,8 @@ def main() -> None:
                     f"{name:46s} {threads}t  fused {row['fused_ms']:8.2f} ms  "
                     f"unfused {row['unfused_ms']:8.2f} ms  openvino {row['openvino_ms']:8.2f} ms  "
                     f"fused/ov {row['fused/openvino']:5.2f}  "
-                    f"unfused/ov {row['unfused/openvino']:5.2f}",
+                    f"unfused/ov {row['unfused/openvino']:5.2f}"
+                    + (f"  no-NCHWc/ov {row['unblocked/openvino']:5.2f}" if args.unblocked else ""),
                     flush=True,
                 )
                 if "top_ops" in row:
@@ -215,6 +290,8 @@ def main() -> None:
             f"corpus geomean fused/openvino at {threads} thread(s): {_geomean(ratios):.2f} "
             f"over {len(ratios)} models"
         )
+    if args.markdown:
+        args.markdown.write_text(markdown(rows, corpus, args.threads))
     if args.json:
         args.json.write_text(json.dumps({"cpu": isa_flags(), "rows": rows}, indent=2) + "\n")
 

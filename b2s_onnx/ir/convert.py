@@ -509,7 +509,7 @@ def convert_ir_model(
     )
     rewrites = lowered.rewrites
     if fuse:
-        rewrites.extend(apply_rewrites(lowered.model))
+        rewrites.extend(apply_rewrites(lowered.model, late=late))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     ports = build_port_map(ir, order, ctx.tensors, ctx.constants)
     # A rewritten tensor is gone, or (atrous fusion) keeps its name for another value: no

@@ -8,9 +8,10 @@ Every rewrite here keeps the outputs bit-exact or within float rounding of the o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+import numpy as np
 import onnx
 
 from b2s_onnx.rewrites._index import GraphIndex
@@ -19,15 +20,19 @@ from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
+from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
 from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
 from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
+from b2s_onnx.rewrites.gelu_fusable_form import GeluFusableForm
 from b2s_onnx.rewrites.matmul_bias_as_sum import MatMulBiasAsSum
 from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
+from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
+from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
 from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
@@ -39,6 +44,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PReluAsLeakyRelu(),
     SoftmaxInnerAxis(),
     ConvBias(),
+    ConvIntoUpsampling(),
     ReluBeforeQuantize(),
     DequantizeAfterMovement(),
     MatMulBiasVector(),
@@ -47,6 +53,9 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     FloatWeightsForFloatLayers(),
     AddPerQuantize(),
     MishAsExponentials(),
+    PoolFloorMode(),
+    GeluFusableForm(),
+    SmallConvAs3d(),
 )
 
 
@@ -65,12 +74,16 @@ AFTER_LOWERING_REWRITES: tuple[Rewrite, ...] = (
 
 
 def apply_rewrites(
-    model: onnx.ModelProto, rewrites: Sequence[Rewrite] = CONVERTED_MODEL_REWRITES
+    model: onnx.ModelProto,
+    rewrites: Sequence[Rewrite] = CONVERTED_MODEL_REWRITES,
+    late: Mapping[str, np.ndarray] | None = None,
 ) -> RewriteReport:
     """Applies ``rewrites`` to ``model``'s top-level graph in place, one pass each, in order;
-    returns what fired, what declined and why, and which tensors were absorbed."""
+    returns what fired, what declined and why, and which tensors were absorbed. ``late``
+    holds the values of initializers left as stubs (large weights attached at save), so
+    rewrites that compose weights can read them."""
     report = RewriteReport()
-    index = GraphIndex(model)
+    index = GraphIndex(model, late)
     for rewrite in rewrites:
         anchor_domains = getattr(rewrite, "domains", ("", "ai.onnx"))
         for node in list(index.graph.node):

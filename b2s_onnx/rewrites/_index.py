@@ -8,6 +8,7 @@ inputs are produced before, its outputs consumed after), removed nodes leave by 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -32,8 +33,12 @@ def _holds_data(tensor: onnx.TensorProto) -> bool:
 class GraphIndex:
     """The top-level graph of ``model``; subgraphs (If/Loop bodies) are left alone."""
 
-    def __init__(self, model: onnx.ModelProto) -> None:
+    def __init__(
+        self, model: onnx.ModelProto, late: Mapping[str, np.ndarray] | None = None
+    ) -> None:
         self.model = model
+        #: Values of initializers that are stubs until the model is saved (large weights).
+        self.late = late or {}
         self.graph = model.graph
         self.names = NameAllocator(taken_names(model))
         self.initializers = {t.name: t for t in self.graph.initializer}
@@ -95,6 +100,15 @@ class GraphIndex:
                             value = numpy_helper.to_array(attr.t)
             self._constants[name] = value
         return self._constants[name]
+
+    def weight(self, name: str) -> np.ndarray | None:
+        """Like :meth:`constant`, but also the value of a large weight whose bytes are
+        attached at save; only for rewrites that compose weights into new ones of a bounded
+        size (others keep seeing stubs, so they never copy large weights into the graph)."""
+        value = self.constant(name)
+        if value is None and name in self.initializers:
+            value = self.late.get(name)
+        return value
 
     def know_constant(self, name: str, value: np.ndarray) -> None:
         """Records that ``name`` now holds ``value`` (a rewrite folded it), so later nodes of

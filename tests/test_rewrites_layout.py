@@ -1,0 +1,319 @@
+"""Rewrites that keep onnxruntime's fast layouts and fusions: each fires where it should
+(and declines or stays away elsewhere) and keeps the outputs within the rounding it
+documents: pool-floor-mode bit-exact, gelu-fusable-form within an ulp of erf's argument,
+conv-into-upsampling and small-conv-as-3d within float summation order."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
+from b2s_onnx.parity.runtime import run_onnxruntime
+from b2s_onnx.rewrites import apply_rewrites
+
+
+def _model(nodes, initializers, shape, opset=18) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * len(shape))],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in initializers.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return model
+
+
+def _rewrite(model: onnx.ModelProto, seed: int = 0):
+    """(outputs before, outputs after, report, rewritten model); checks the result loads."""
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    feeds = {"x": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
+    before = run_onnxruntime(model, feeds)["y"]
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(model)
+    report = apply_rewrites(rewritten)
+    onnx.checker.check_model(rewritten, full_check=True)
+    after = run_onnxruntime(rewritten, feeds)["y"]
+    assert before.shape == after.shape
+    return before, after, report, rewritten
+
+
+def _ops(model: onnx.ModelProto) -> list[str]:
+    return [node.op_type for node in model.graph.node]
+
+
+def _fired(report) -> list[str]:
+    return [f.rewrite for f in report.fired]
+
+
+# -- pool-floor-mode -------------------------------------------------------------------------
+
+
+def _pool(size, kernel, stride, pads, include_pad):
+    node = helper.make_node(
+        "AveragePool",
+        ["x"],
+        ["y"],
+        name="pool",
+        kernel_shape=[kernel, kernel],
+        strides=[stride, stride],
+        pads=[pads] * 4,
+        ceil_mode=1,
+        count_include_pad=include_pad,
+    )
+    return _model([node], {}, [1, 3, size, size + stride])
+
+
+@pytest.mark.parametrize("include_pad", [0, 1])
+@pytest.mark.parametrize(
+    ("size", "kernel", "stride", "pads"), [(8, 2, 2, 0), (16, 4, 4, 0), (9, 3, 2, 0), (7, 3, 2, 1)]
+)
+def test_average_pool_whose_windows_tile_drops_ceil_mode_within_one_rounding(
+    size, kernel, stride, pads, include_pad
+):
+    before, after, report, rewritten = _rewrite(_pool(size, kernel, stride, pads, include_pad))
+    assert _fired(report) == ["pool-floor-mode"]
+    attributes = {a.name for a in rewritten.graph.node[0].attribute}
+    assert "ceil_mode" not in attributes
+    # Same windows and divisors; onnxruntime's two kernels sum and divide in another order.
+    np.testing.assert_allclose(after, before, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize(("size", "kernel", "stride"), [(9, 2, 2), (10, 3, 2), (6, 4, 3)])
+def test_average_pool_with_a_partial_last_window_keeps_ceil_mode(size, kernel, stride):
+    before, after, report, _ = _rewrite(_pool(size, kernel, stride, 0, 1))
+    assert not report.fired
+    assert [d.rewrite for d in report.declined] == ["pool-floor-mode"]
+    assert "partial window" in report.declined[0].reason
+    assert before.tobytes() == after.tobytes()
+
+
+# -- gelu-fusable-form -----------------------------------------------------------------------
+
+
+RSQRT2 = 1 / math.sqrt(2)
+
+
+def _gelu_as_converted(rsqrt2=RSQRT2, extra_reader=False):
+    """The converter's erf spelling: (x * 0.5) * (1 + erf(x * (1 / sqrt 2)))."""
+    nodes = [
+        helper.make_node("Mul", ["x", "rsqrt2"], ["scaled"]),
+        helper.make_node("Erf", ["scaled"], ["erf"], name="erf"),
+        helper.make_node("Add", ["one", "erf"], ["plus"]),
+        helper.make_node("Mul", ["x", "half"], ["halved"]),
+        helper.make_node("Mul", ["halved", "plus"], ["gelu"], name="gelu"),
+    ]
+    if extra_reader:
+        nodes.append(helper.make_node("Add", ["gelu", "halved"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    constants = {
+        "rsqrt2": np.float32(rsqrt2),
+        "one": np.float32(1.0),
+        "half": np.float32(0.5),
+    }
+    return _model(nodes, constants, [2, 8, 5, 7])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_gelu_in_erf_form_becomes_the_spelling_onnxruntime_fuses(seed):
+    before, after, report, rewritten = _rewrite(_gelu_as_converted(), seed)
+    assert _fired(report) == ["gelu-fusable-form"]
+    assert _ops(rewritten) == ["Div", "Erf", "Add", "Mul", "Mul"]
+    shape = [d.dim_value for d in rewritten.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(seed).standard_normal(shape)
+    reference = 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2)))
+    np.testing.assert_allclose(after, reference, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(after, before, rtol=1e-6, atol=1e-7)
+
+
+def test_gelu_with_another_constant_or_a_shared_part_is_left_alone():
+    _, _, report, rewritten = _rewrite(_gelu_as_converted(rsqrt2=0.7))
+    assert not report.fired
+    assert "Div" not in _ops(rewritten)
+    _, _, report, rewritten = _rewrite(_gelu_as_converted(extra_reader=True))
+    assert not report.fired
+    assert [d.rewrite for d in report.declined] == ["gelu-fusable-form"]
+
+
+# -- conv-into-upsampling --------------------------------------------------------------------
+
+
+def _conv_deconv(
+    block, middle=12, outputs=3, biases=True, deconv_stride=None, shared=False, relu=False
+):
+    rng = np.random.default_rng(block)
+    constants = {
+        "wc": rng.standard_normal([middle, 2, 3, 3]).astype(np.float32) * 0.3,
+        "wt": rng.standard_normal([middle, outputs, block, block]).astype(np.float32) * 0.3,
+    }
+    conv_inputs, deconv_inputs = ["x", "wc"], ["v", "wt"]
+    if biases:
+        constants["bc"] = rng.standard_normal(middle).astype(np.float32)
+        constants["bt"] = rng.standard_normal(outputs).astype(np.float32)
+        conv_inputs.append("bc")
+        deconv_inputs.append("bt")
+    stride = deconv_stride or block
+    nodes = [
+        helper.make_node("Conv", conv_inputs, ["v"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "ConvTranspose", deconv_inputs, ["up"], name="up", strides=[stride, stride]
+        ),
+    ]
+    if shared:
+        nodes.append(helper.make_node("ReduceMean", ["v"], ["m"], keepdims=1))
+        nodes.append(helper.make_node("Add", ["up", "m"], ["y"]))
+    elif relu:
+        nodes.append(helper.make_node("Relu", ["up"], ["y"], name="relu"))
+    else:
+        nodes[-1].output[0] = "y"
+    return _model(nodes, constants, [1, 2, 6, 5])
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("biases", [True, False])
+@pytest.mark.parametrize("block", [2, 3])
+def test_conv_then_non_overlapping_upsampling_becomes_one_conv_and_depth_to_space(
+    block, biases, relu
+):
+    before, after, report, rewritten = _rewrite(_conv_deconv(block, biases=biases, relu=relu))
+    assert "conv-into-upsampling" in _fired(report)
+    assert "ConvTranspose" not in _ops(rewritten)
+    assert _ops(rewritten)[-1] == "DepthToSpace", "the activation moves before the shuffle"
+    assert ("Relu" in _ops(rewritten)) == relu
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"deconv_stride": 1}, "stride differs"),
+        ({"shared": True}, "read elsewhere"),
+        ({"middle": 2, "outputs": 8}, "more work"),
+    ],
+)
+def test_conv_into_upsampling_declines_with_the_reason(kwargs, reason):
+    before, after, report, rewritten = _rewrite(_conv_deconv(2, **kwargs))
+    assert "conv-into-upsampling" not in _fired(report)
+    assert "ConvTranspose" in _ops(rewritten)
+    declined = [d.reason for d in report.declined if d.rewrite == "conv-into-upsampling"]
+    assert declined
+    assert reason in declined[0]
+    np.testing.assert_allclose(after, before, rtol=1e-6, atol=1e-6)
+
+
+# -- small-conv-as-3d ------------------------------------------------------------------------
+
+
+def _small_conv(inputs, outputs, size, activation="Relu", strides=(1, 1), residual=False):
+    rng = np.random.default_rng(inputs * 100 + outputs)
+    constants = {
+        "w": rng.standard_normal([outputs, inputs, 3, 3]).astype(np.float32) * 0.2,
+        "b": rng.standard_normal(outputs).astype(np.float32),
+    }
+    conv = helper.make_node(
+        "Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 0, 1, 2], strides=list(strides)
+    )
+    nodes = [conv]
+    if activation:
+        nodes.append(helper.make_node(activation, ["c"], ["y"], name="act"))
+    else:
+        conv.output[0] = "y"
+    if residual:  # a blocked Add reads the result: it stays in onnxruntime's layout
+        nodes[-1].output[0] = "z"
+        nodes.append(helper.make_node("Add", ["z", "z"], ["y"]))
+    return _model(nodes, constants, [1, inputs, size, size + 3])
+
+
+@pytest.mark.parametrize("activation", ["Relu", "Sigmoid", None])
+@pytest.mark.parametrize(("inputs", "outputs"), [(1, 4), (4, 1), (3, 36)])
+def test_few_channel_conv_on_a_large_map_runs_in_3d_with_its_activation(
+    inputs, outputs, activation
+):
+    before, after, report, rewritten = _rewrite(_small_conv(inputs, outputs, 256, activation))
+    assert _fired(report) == ["small-conv-as-3d"]
+    expected = ["Unsqueeze", "Conv", *([activation] if activation else []), "Squeeze"]
+    assert _ops(rewritten) == expected
+    conv = rewritten.graph.node[1]
+    assert len(next(i for i in rewritten.graph.initializer if i.name == conv.input[1]).dims) == 5
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "size", "strides", "residual"),
+    [
+        (1, 4, 32, (1, 1), False),
+        (16, 4, 256, (1, 1), False),
+        (4, 16, 256, (1, 1), False),
+        (3, 4, 256, (4, 4), False),
+        (3, 24, 256, (1, 1), True),
+    ],
+    ids=["small-map", "many-inputs", "whole-block", "strided-to-small", "blocked-reader"],
+)
+def test_conv_that_onnxruntime_blocks_well_or_that_is_small_stays_2d(
+    inputs, outputs, size, strides, residual
+):
+    model = _small_conv(inputs, outputs, size, None, strides, residual)
+    before, after, report, rewritten = _rewrite(model)
+    assert not report.fired
+    assert _ops(rewritten)[0] == "Conv"
+    assert before.tobytes() == after.tobytes()
+
+
+# -- through the converter, against OpenVINO -------------------------------------------------
+
+
+def test_converted_ir_gets_the_layout_rewrites_and_still_matches_openvino(tmp_path):
+    ov = pytest.importorskip("openvino")
+    import openvino.opset8 as ops
+
+    import b2s_onnx
+
+    rng = np.random.default_rng(7)
+    data = ops.parameter([1, 2, 128, 160], np.float32, name="data")
+    # Large enough that the converter defers the weights' bytes: the rewrites must read them.
+    head = ops.convolution(
+        data,
+        ops.constant(rng.standard_normal([4, 2, 3, 3]).astype(np.float32)),
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        [1, 1],
+    )
+    act = ops.gelu(ops.relu(head), "erf")
+    wide = ops.convolution(
+        act,
+        ops.constant(rng.standard_normal([64, 4, 3, 3]).astype(np.float32) * 0.2),
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        [1, 1],
+    )
+    up = ops.convolution_backprop_data(
+        wide,
+        ops.constant(rng.standard_normal([64, 4, 2, 2]).astype(np.float32) * 0.1),
+        [2, 2],
+    )
+    pooled = ops.avg_pool(up, [2, 2], [0, 0], [0, 0], [2, 2], False, "ceil")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([pooled], [data]), xml, compress_to_fp16=False)
+
+    fused = b2s_onnx.convert_ir(xml)
+    onnx.checker.check_model(fused, full_check=True)
+    ops_fused = set(_ops(fused))
+    assert {"DepthToSpace", "Div"} <= ops_fused
+    assert "ConvTranspose" not in ops_fused
+    pool = next(n for n in fused.graph.node if n.op_type == "AveragePool")
+    assert "ceil_mode" not in {a.name for a in pool.attribute}
+    feeds = {"data": rng.standard_normal([1, 2, 128, 160]).astype(np.float32)}
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    expected = np.asarray(compiled(feeds)[compiled.outputs[0]])
+    (actual,) = run_onnxruntime(fused, feeds).values()
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(actual, expected, atol=1e-5 * scale, rtol=1e-5)
