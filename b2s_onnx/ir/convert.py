@@ -25,7 +25,6 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
-from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.converters.registry import prepare, registration
 from b2s_onnx.ir.converters.schema import declared_only
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
@@ -196,8 +195,7 @@ def convert_ir_model(
 
     results: list[tuple[Layer, str]] = []
     for layer in order:
-        prepare(layer)
-        check_arity(layer)
+        prepare(layer, ir.path)
     for layer in order:
         if progress is not None:
             progress()

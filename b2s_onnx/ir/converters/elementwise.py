@@ -9,10 +9,10 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
-from b2s_onnx.ir.converters._attrs import check_broadcast, choice, flag, integer, number
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import BROADCAST, Bool, Choice, ElementType, Float, Int
 from b2s_onnx.ir.reader import Layer
-from b2s_onnx.ir.weights import element_type, onnx_type
+from b2s_onnx.ir.weights import onnx_type
 
 FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
@@ -63,7 +63,6 @@ UNARY = {
 
 
 def _binary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
-    check_broadcast(layer)
     ctx.one(BINARY[layer.type], inputs, ctx.out(layer))
 
 
@@ -74,11 +73,11 @@ def _unary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
 #: The opset each binary op's IR ``version`` names (measured: LogicalXor is opset2).
 _BINARY_VERSION = {"LogicalXor": 2}
 for _type in BINARY:
-    converts(_type, (_BINARY_VERSION.get(_type, 1),))(_binary)
+    converts(_type, (_BINARY_VERSION.get(_type, 1),), inputs=(2, 2), attrs=BROADCAST)(_binary)
 #: The opset that introduced each unary op (what the IR's ``version`` attribute names).
 _UNARY_VERSION = {"Asinh": 4, "Acosh": 4, "Atanh": 4, "SoftPlus": 4, "SoftSign": 9}
 for _type in UNARY:
-    converts(_type, (_UNARY_VERSION.get(_type, 1),))(_unary)
+    converts(_type, (_UNARY_VERSION.get(_type, 1),), inputs=(1, 1), attrs={})(_unary)
 
 
 def scalar(ctx: ConversionContext, hint: str, value: float, like: str) -> str:
@@ -86,24 +85,21 @@ def scalar(ctx: ConversionContext, hint: str, value: float, like: str) -> str:
     return ctx.const(hint, np.asarray(value, dtype=NUMPY_OF_ONNX[ctx.type_of(like)]))
 
 
-@converts("NotEqual", (1,))
+@converts("NotEqual", (1,), inputs=(2, 2), attrs=BROADCAST)
 def not_equal(ctx, layer, inputs):
-    check_broadcast(layer)
     ctx.one("Not", [ctx.one("Equal", inputs)], ctx.out(layer))
 
 
-@converts("SquaredDifference", (1,))
+@converts("SquaredDifference", (1,), inputs=(2, 2), attrs=BROADCAST)
 def squared_difference(ctx, layer, inputs):
-    check_broadcast(layer)
     difference = ctx.one("Sub", inputs)
     ctx.one("Mul", [difference, difference], ctx.out(layer))
 
 
-@converts("Divide", (1,))
+@converts("Divide", (1,), inputs=(2, 2), attrs={**BROADCAST, "m_pythondiv": Bool(default=True)})
 def divide(ctx, layer, inputs):
     """Integer division floors when ``m_pythondiv`` (the default), ONNX's Div truncates."""
-    check_broadcast(layer)
-    python_div = flag(layer, "m_pythondiv", True)
+    python_div = layer.attrs["m_pythondiv"]
     if ctx.type_of(inputs[0]) in FLOATS or not python_div:
         ctx.one("Div", inputs, ctx.out(layer))
         return
@@ -111,17 +107,15 @@ def divide(ctx, layer, inputs):
     ctx.one("Div", [ctx.one("Sub", [inputs[0], remainder]), inputs[1]], ctx.out(layer))
 
 
-@converts("Mod", (1,))
+@converts("Mod", (1,), inputs=(2, 2), attrs=BROADCAST)
 def mod(ctx, layer, inputs):
     """Truncated remainder (the dividend's sign): ONNX Mod with fmod=1."""
-    check_broadcast(layer)
     ctx.one("Mod", inputs, ctx.out(layer), fmod=1)
 
 
-@converts("FloorMod", (1,))
+@converts("FloorMod", (1,), inputs=(2, 2), attrs=BROADCAST)
 def floor_mod(ctx, layer, inputs):
     """Remainder with the divisor's sign; ONNX Mod(fmod=0) does that for integers only."""
-    check_broadcast(layer)
     if ctx.type_of(inputs[0]) not in FLOATS:
         ctx.one("Mod", inputs, ctx.out(layer), fmod=0)
         return
@@ -135,9 +129,13 @@ def floor_mod(ctx, layer, inputs):
     ctx.one("Where", [fix, shifted, remainder], ctx.out(layer))
 
 
-@converts("Clamp", (1,))
+@converts(
+    "Clamp", (1,), inputs=(1, 1), attrs={"min": Float(required=True), "max": Float(required=True)}
+)
 def clamp(ctx, layer, inputs):
-    low, high = number(layer, "min"), number(layer, "max")
+    low, high = layer.attrs["min"], layer.attrs["max"]
+    if low > high:
+        raise B2SError(f"{layer.where()}: attribute min={low:g} is greater than max={high:g}")
     dtype = NUMPY_OF_ONNX[ctx.type_of(inputs[0])]
     if not np.issubdtype(dtype, np.floating):
         low, high = math.ceil(low), math.floor(high)
@@ -152,12 +150,12 @@ def clamp(ctx, layer, inputs):
     )
 
 
-@converts("Elu", (1,))
+@converts("Elu", (1,), inputs=(1, 1), attrs={"alpha": Float(required=True)})
 def elu(ctx, layer, inputs):
-    ctx.one("Elu", inputs[:1], ctx.out(layer), alpha=number(layer, "alpha"))
+    ctx.one("Elu", inputs[:1], ctx.out(layer), alpha=layer.attrs["alpha"])
 
 
-@converts("Selu", (1,))
+@converts("Selu", (1,), inputs=(3, 3), attrs={})
 def selu(ctx, layer, inputs):
     alpha = ctx.require_value(layer, inputs[1], "alpha")
     lam = ctx.require_value(layer, inputs[2], "lambda")
@@ -172,36 +170,38 @@ def selu(ctx, layer, inputs):
     )
 
 
-@converts("HSigmoid", (5,))
+@converts("HSigmoid", (5,), inputs=(1, 1), attrs={})
 def hsigmoid(ctx, layer, inputs):
     ctx.one("HardSigmoid", inputs, ctx.out(layer), alpha=1.0 / 6.0, beta=0.5)
 
 
-@converts("HSwish", (4,))
+@converts("HSwish", (4,), inputs=(1, 1), attrs={})
 def hswish(ctx, layer, inputs):
     gate = ctx.one("HardSigmoid", inputs, alpha=1.0 / 6.0, beta=0.5)
     ctx.one("Mul", [inputs[0], gate], ctx.out(layer))
 
 
-@converts("Mish", (4,))
+@converts("Mish", (4,), inputs=(1, 1), attrs={})
 def mish(ctx, layer, inputs):
     gate = ctx.one("Tanh", [ctx.one("Softplus", inputs)])
     ctx.one("Mul", [inputs[0], gate], ctx.out(layer))
 
 
-@converts("Swish", (4,))
+@converts("Swish", (4,), inputs=(1, 2), attrs={})
 def swish(ctx, layer, inputs):
     scaled = ctx.one("Mul", [inputs[0], inputs[1]]) if len(inputs) > 1 else inputs[0]
     ctx.one("Mul", [inputs[0], ctx.one("Sigmoid", [scaled])], ctx.out(layer))
 
 
-@converts("Gelu", (2, 7))
+@converts("Gelu", (2,), inputs=(1, 1), attrs={})
+@converts(
+    "Gelu",
+    (7,),
+    inputs=(1, 1),
+    attrs={"approximation_mode": Choice(allowed=("erf", "tanh"), default="erf")},
+)
 def gelu(ctx, layer, inputs):
-    mode = (
-        choice(layer, "approximation_mode", ("erf", "tanh"), "erf")
-        if layer.version == "opset7"
-        else "erf"
-    )
+    mode = layer.attrs["approximation_mode"] if layer.version == "opset7" else "erf"
     x = inputs[0]
     half = scalar(ctx, "half", 0.5, x)
     one = scalar(ctx, "one", 1.0, x)
@@ -216,7 +216,7 @@ def gelu(ctx, layer, inputs):
     ctx.one("Mul", [ctx.one("Mul", [x, half]), ctx.one("Add", [one, inner])], ctx.out(layer))
 
 
-@converts("PReLU", (1,))
+@converts("PReLU", (1,), inputs=(2, 2), attrs={})
 def prelu(ctx, layer, inputs):
     """A 1-D slope of length C applies along the channel axis (1), not the last one."""
     data, slope = inputs
@@ -235,9 +235,14 @@ def prelu(ctx, layer, inputs):
     ctx.one("PRelu", [data, slope], ctx.out(layer))
 
 
-@converts("Round", (5,))
+@converts(
+    "Round",
+    (5,),
+    inputs=(1, 1),
+    attrs={"mode": Choice(required=True, allowed=("half_to_even", "half_away_from_zero"))},
+)
 def round_(ctx, layer, inputs):
-    mode = choice(layer, "mode", ("half_to_even", "half_away_from_zero"))
+    mode = layer.attrs["mode"]
     if mode == "half_to_even":
         ctx.one("Round", inputs, ctx.out(layer))
         return
@@ -248,29 +253,32 @@ def round_(ctx, layer, inputs):
     ctx.one("Mul", [ctx.one("Sign", [x]), magnitude], ctx.out(layer))
 
 
-@converts("Convert", (1,))
+@converts("Convert", (1,), inputs=(1, 1), attrs={"destination_type": ElementType(required=True)})
 def convert(ctx, layer, inputs):
-    target = onnx_type(element_type(layer.data.get("destination_type", ""), layer.where()))
+    target = onnx_type(layer.attrs["destination_type"])
     ctx.one("Cast", inputs, ctx.out(layer), to=target)
 
 
-@converts("ConvertLike", (1,))
+@converts("ConvertLike", (1,), inputs=(2, 2), attrs={})
 def convert_like(ctx, layer, inputs):
     ctx.one("Cast", inputs[:1], ctx.out(layer), to=ctx.type_of(inputs[1]))
 
 
-@converts("Select", (1,))
+@converts("Select", (1,), inputs=(3, 3), attrs=BROADCAST)
 def select(ctx, layer, inputs):
-    check_broadcast(layer)
     ctx.one("Where", inputs, ctx.out(layer))
 
 
-@converts("FakeQuantize", (1,))
+@converts(
+    "FakeQuantize",
+    (1,),
+    inputs=(5, 5),
+    attrs={**BROADCAST, "levels": Int(required=True, minimum=2)},
+)
 def fake_quantize(ctx, layer, inputs):
     """y = round((clamp(x) - il) / (ih - il) * (L-1)) / (L-1) * (oh - ol) + ol, where clamp
     maps x <= min(il, ih) to il and x > max(il, ih) to ih (so y = ol resp. oh there)."""
-    check_broadcast(layer)
-    levels = integer(layer, "levels")
+    levels = layer.attrs["levels"]
     x, in_low, in_high, out_low, out_high = inputs
     ranges = [ctx.value(t) for t in inputs[1:]]
     if all(r is not None for r in ranges):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters._attrs import choice, flag, ints, number
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Ints
 from b2s_onnx.ir.reader import Layer
 
 _COORDINATES = (
@@ -17,8 +17,35 @@ _COORDINATES = (
 )
 
 
+_PADS = {"pads_begin": Ints(default=[0]), "pads_end": Ints(default=[0])}
+INTERPOLATE_1 = {
+    "axes": Ints(required=True, unique=True, minimum=0),
+    "mode": Choice(required=True, allowed=("nearest", "linear", "cubic", "area", "linear_onnx")),
+    "align_corners": Bool(default=False),
+    "antialias": Bool(default=False),
+    **_PADS,
+}
+_NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple")
+INTERPOLATE_4 = {
+    "mode": Choice(required=True, allowed=("nearest", "linear", "linear_onnx", "cubic")),
+    "shape_calculation_mode": Choice(required=True, allowed=("sizes", "scales")),
+    "coordinate_transformation_mode": Choice(allowed=_COORDINATES, default="half_pixel"),
+    "nearest_mode": Choice(allowed=_NEAREST_MODES, default="round_prefer_floor"),
+    "antialias": Bool(default=False),
+    "cube_coeff": Float(default=-0.75),
+    **_PADS,
+}
+INTERPOLATE_11 = {
+    **INTERPOLATE_4,
+    "mode": Choice(
+        required=True,
+        allowed=("nearest", "linear", "linear_onnx", "cubic", "bilinear_pillow", "bicubic_pillow"),
+    ),
+}
+
+
 def _no_pads(layer: Layer) -> None:
-    if any(ints(layer, "pads_begin", "0")) or any(ints(layer, "pads_end", "0")):
+    if any(layer.attrs["pads_begin"]) or any(layer.attrs["pads_end"]):
         raise B2SError(f"{layer.where()}: Interpolate with pads is not supported")
 
 
@@ -74,19 +101,21 @@ def _simple_nearest(layer, scales) -> str:
     raise B2SError(f"{layer.where()}: nearest_mode 'simple' mixing up- and downsampling")
 
 
-@converts("Interpolate", (1,))
+@converts("Interpolate", (1,), inputs=(2, 2), attrs=INTERPOLATE_1)
 def interpolate1(ctx, layer, inputs):
     _no_pads(layer)
     data = inputs[0]
     rank = ctx.rank(layer, data)
-    axes = ints(layer, "axes")
-    mode = choice(layer, "mode", ("nearest", "linear", "cubic", "linear_onnx", "area"))
+    axes = layer.attrs["axes"]
+    if any(a >= rank for a in axes):
+        raise B2SError(f"{layer.where()}: attribute axes={axes} out of range for rank {rank}")
+    mode = layer.attrs["mode"]
     if mode == "area" or (mode == "linear" and rank > 4):
         raise B2SError(f"{layer.where()}: mode '{mode}' for rank {rank} is not supported")
-    if flag(layer, "antialias", False):
+    if layer.attrs["antialias"]:
         raise B2SError(f"{layer.where()}: antialias is not supported for Interpolate-1")
     _, scales = _sizes_and_scales(ctx, layer, data, axes)
-    align = flag(layer, "align_corners", False)
+    align = layer.attrs["align_corners"]
     onnx_mode = "nearest" if mode == "nearest" else ("cubic" if mode == "cubic" else "linear")
     # OpenVINO's own Interpolate-1 -> Interpolate-4 mapping decides the coordinate mode.
     if align:
@@ -108,21 +137,16 @@ def interpolate1(ctx, layer, inputs):
     )
 
 
-@converts("Interpolate", (4, 11))
+@converts("Interpolate", (4,), inputs=(3, 4), attrs=INTERPOLATE_4)
+@converts("Interpolate", (11,), inputs=(2, 3), attrs=INTERPOLATE_11)
 def interpolate4(ctx, layer, inputs):
     _no_pads(layer)
     data = inputs[0]
     rank = ctx.rank(layer, data)
-    modes = ("nearest", "linear", "linear_onnx", "cubic", "bilinear_pillow", "bicubic_pillow")
-    mode = choice(layer, "mode", modes)
-    calc = choice(layer, "shape_calculation_mode", ("sizes", "scales"))
-    coordinates = choice(layer, "coordinate_transformation_mode", _COORDINATES, "half_pixel")
-    nearest_mode = choice(
-        layer,
-        "nearest_mode",
-        ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "simple"),
-        "round_prefer_floor",
-    )
+    mode = layer.attrs["mode"]
+    calc = layer.attrs["shape_calculation_mode"]
+    coordinates = layer.attrs["coordinate_transformation_mode"]
+    nearest_mode = layer.attrs["nearest_mode"]
     if layer.version == "opset4":
         sizes_in, scales_in = inputs[1], inputs[2]
         axes_in = inputs[3] if len(inputs) > 3 else None
@@ -130,7 +154,12 @@ def interpolate4(ctx, layer, inputs):
         sizes_in = scales_in = inputs[1]
         axes_in = inputs[2] if len(inputs) > 2 else None
     if axes_in is not None:
-        axes = [int(a) % rank for a in ctx.require_value(layer, axes_in, "axes").reshape(-1)]
+        given = [int(a) for a in ctx.require_value(layer, axes_in, "axes").reshape(-1)]
+        if any(not -rank <= a < rank for a in given) or len({a % rank for a in given}) != len(
+            given
+        ):
+            raise B2SError(f"{layer.where()}: axes {given} are not distinct axes of rank {rank}")
+        axes = [a % rank for a in given]
     else:
         axes = list(range(rank))
     _, scales = _sizes_and_scales(ctx, layer, data, axes)
@@ -145,8 +174,8 @@ def interpolate4(ctx, layer, inputs):
         "mode": onnx_mode,
         "coordinates": coordinates,
         "nearest_mode": nearest_mode,
-        "cubic": number(layer, "cube_coeff", -0.75),
-        "antialias": flag(layer, "antialias", False),
+        "cubic": layer.attrs["cube_coeff"],
+        "antialias": layer.attrs["antialias"],
     }
     if calc == "sizes":
         _resize(ctx, layer, data, axes, sizes=ctx.int64(sizes_in), **kwargs)

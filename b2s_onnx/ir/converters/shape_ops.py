@@ -7,10 +7,11 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
-from b2s_onnx.ir.converters._attrs import choice, flag, integer, ints
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType, Int, Ints
+from b2s_onnx.ir.converters.structural import STRUCTURAL
 from b2s_onnx.ir.reader import Layer
-from b2s_onnx.ir.weights import element_type, onnx_type
+from b2s_onnx.ir.weights import onnx_type
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
@@ -20,14 +21,14 @@ def _i64(ctx: ConversionContext, hint: str, values) -> str:
     return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
-@converts("Parameter", (1,))
+@converts("Parameter", (1,), inputs=(0, 0), attrs=STRUCTURAL["Parameter"][0])
 def parameter(ctx, layer, inputs):
     """Graph inputs are declared by the converter driver; nothing to emit."""
 
 
-@converts("Reshape", (1,))
+@converts("Reshape", (1,), inputs=(2, 2), attrs={"special_zero": Bool(required=True)})
 def reshape(ctx, layer, inputs):
-    special_zero = flag(layer, "special_zero")
+    special_zero = layer.attrs["special_zero"]
     data, shape = inputs
     value = ctx.value(shape)
     attrs = {}
@@ -36,7 +37,7 @@ def reshape(ctx, layer, inputs):
     ctx.one("Reshape", [data, ctx.int64(shape)], ctx.out(layer), **attrs)
 
 
-@converts("Transpose", (1,))
+@converts("Transpose", (1,), inputs=(2, 2), attrs={})
 def transpose(ctx, layer, inputs):
     order = ctx.require_value(layer, inputs[1], "the order input")
     rank = ctx.rank(layer, inputs[0])
@@ -45,7 +46,8 @@ def transpose(ctx, layer, inputs):
     ctx.one("Transpose", inputs[:1], ctx.out(layer), perm=perm)
 
 
-@converts("Squeeze", (1, 15))
+@converts("Squeeze", (1,), inputs=(1, 2), attrs={})
+@converts("Squeeze", (15,), inputs=(1, 2), attrs={"allow_axis_skip": Bool(default=False)})
 def squeeze(ctx, layer, inputs):
     if len(inputs) > 1:
         ctx.one("Squeeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
@@ -53,19 +55,25 @@ def squeeze(ctx, layer, inputs):
         ctx.one("Squeeze", inputs, ctx.out(layer))
 
 
-@converts("Unsqueeze", (1,))
+@converts("Unsqueeze", (1,), inputs=(2, 2), attrs={})
 def unsqueeze(ctx, layer, inputs):
     ctx.one("Unsqueeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
 
 
-@converts("Concat", (1,))
+@converts("Concat", (1,), inputs=(1, 1 << 16), attrs={"axis": Axis(required=True)})
 def concat(ctx, layer, inputs):
-    ctx.one("Concat", inputs, ctx.out(layer), axis=integer(layer, "axis"))
+    ctx.one("Concat", inputs, ctx.out(layer), axis=layer.attrs["axis"])
 
 
-@converts("ShapeOf", (1, 3))
+@converts("ShapeOf", (1,), inputs=(1, 1), attrs={})
+@converts(
+    "ShapeOf",
+    (3,),
+    inputs=(1, 1),
+    attrs={"output_type": ElementType(allowed=("i32", "i64"), default="i64")},
+)
 def shape_of(ctx, layer, inputs):
-    out_type = onnx_type(element_type(layer.data.get("output_type", "i64"), layer.where()))
+    out_type = onnx_type(layer.attrs["output_type"] if layer.version == "opset3" else "i64")
     shape = ctx.shape(inputs[0])
     if shape is not None and all(d is not None for d in shape):
         # The IR declares the shape: a constant, which lets shape arithmetic fold away.
@@ -78,11 +86,25 @@ def shape_of(ctx, layer, inputs):
 
 
 def _mask(layer: Layer, key: str, length: int) -> list[int]:
-    values = ints(layer, key, "")
-    return values + [0] * (length - len(values))
+    values = layer.attrs[key] or []
+    return values[:length] + [0] * (length - len(values))
 
 
-@converts("StridedSlice", (1,))
+_MASK = Ints(minimum=0, maximum=1)
+
+
+@converts(
+    "StridedSlice",
+    (1,),
+    inputs=(3, 4),
+    attrs={
+        "begin_mask": Ints(required=True, minimum=0, maximum=1),
+        "end_mask": Ints(required=True, minimum=0, maximum=1),
+        "new_axis_mask": _MASK,
+        "shrink_axis_mask": _MASK,
+        "ellipsis_mask": _MASK,
+    },
+)
 def strided_slice(ctx, layer, inputs):
     """Masks as in OpenVINO: begin_mask/end_mask 1 = ignore that bound; new_axis inserts a
     dimension, shrink_axis removes one, ellipsis stands for all dims not named."""
@@ -153,10 +175,11 @@ def strided_slice(ctx, layer, inputs):
     ctx.one("Identity", [current], ctx.out(layer))
 
 
-@converts("Gather", (1, 7, 8))
+@converts("Gather", (1,), inputs=(3, 3), attrs={})
+@converts("Gather", (7, 8), inputs=(3, 3), attrs={"batch_dims": Int(default=0)})
 def gather(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[2], "axis").reshape(-1)[0])
-    if layer.version != "opset1" and integer(layer, "batch_dims", 0) != 0:
+    if layer.version != "opset1" and layer.attrs["batch_dims"] != 0:
         raise B2SError(f"{layer.where()}: batch_dims != 0 is not supported")
     ctx.one("Gather", inputs[:2], ctx.out(layer), axis=axis)
 
@@ -166,7 +189,7 @@ def _split(ctx, layer, data, axis, lengths):
     ctx.node("Split", [data, _i64(ctx, "split", lengths)], outputs, axis=axis)
 
 
-@converts("VariadicSplit", (1,))
+@converts("VariadicSplit", (1,), inputs=(3, 3), attrs={})
 def variadic_split(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
     lengths = [int(v) for v in ctx.require_value(layer, inputs[2], "split_lengths").reshape(-1)]
@@ -179,10 +202,10 @@ def variadic_split(ctx, layer, inputs):
     _split(ctx, layer, inputs[0], axis, lengths)
 
 
-@converts("Split", (1,))
+@converts("Split", (1,), inputs=(2, 2), attrs={"num_splits": Int(required=True, minimum=1)})
 def split(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
-    parts = integer(layer, "num_splits")
+    parts = layer.attrs["num_splits"]
     shape = ctx.shape(inputs[0])
     dim = None if shape is None else shape[axis]
     if dim is None or dim % parts:
@@ -190,7 +213,7 @@ def split(ctx, layer, inputs):
     _split(ctx, layer, inputs[0], axis, [dim // parts] * parts)
 
 
-@converts("Tile", (1,))
+@converts("Tile", (1,), inputs=(2, 2), attrs={})
 def tile(ctx, layer, inputs):
     repeats = ctx.value(inputs[1])
     rank = ctx.rank(layer, inputs[0])
@@ -206,9 +229,20 @@ def tile(ctx, layer, inputs):
     ctx.one("Tile", [data, _i64(ctx, "repeats", counts)], ctx.out(layer))
 
 
-@converts("Broadcast", (1, 3))
+@converts(
+    "Broadcast",
+    (1,),
+    inputs=(2, 3),
+    attrs={"mode": Choice(allowed=("numpy", "explicit", "none"), default="numpy")},
+)
+@converts(
+    "Broadcast",
+    (3,),
+    inputs=(2, 3),
+    attrs={"mode": Choice(allowed=("numpy", "explicit", "bidirectional"), default="numpy")},
+)
 def broadcast(ctx, layer, inputs):
-    mode = choice(layer, "mode", ("numpy", "explicit", "none", "bidirectional"), "numpy")
+    mode = layer.attrs["mode"]
     if mode == "none":  # Broadcast-1's name for explicit axes mapping
         mode = "explicit"
     data, target = inputs[0], ctx.int64(inputs[1])
@@ -225,10 +259,11 @@ def broadcast(ctx, layer, inputs):
     ctx.one("Expand", [data, target], ctx.out(layer))
 
 
-@converts("Range", (1, 4))
+@converts("Range", (1,), inputs=(3, 3), attrs={})
+@converts("Range", (4,), inputs=(3, 3), attrs={"output_type": ElementType(required=True)})
 def range_(ctx, layer, inputs):
     if layer.version == "opset4":
-        out_type = onnx_type(element_type(layer.data.get("output_type", "f32"), layer.where()))
+        out_type = onnx_type(layer.attrs["output_type"])
     else:
         out_type = ctx.type_of(inputs[0])
     cast = [
@@ -240,9 +275,16 @@ def range_(ctx, layer, inputs):
     ctx.one("Range", cast, ctx.out(layer))
 
 
-@converts("Pad", (1, 12))
+@converts(
+    "Pad",
+    (1, 12),
+    inputs=(3, 4),
+    attrs={
+        "pad_mode": Choice(allowed=("constant", "edge", "reflect", "symmetric"), default="constant")
+    },
+)
 def pad(ctx, layer, inputs):
-    mode = choice(layer, "pad_mode", ("constant", "edge", "reflect", "symmetric"), "constant")
+    mode = layer.attrs["pad_mode"]
     if mode == "symmetric":
         raise B2SError(f"{layer.where()}: pad_mode='symmetric' has no ONNX equivalent")
     pads = ctx.one("Concat", [ctx.int64(inputs[1]), ctx.int64(inputs[2])], axis=0)
