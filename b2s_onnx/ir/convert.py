@@ -23,6 +23,11 @@ from onnx.reference import ReferenceEvaluator
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import infer_infos
+from b2s_onnx.ir.consistency import (  # noqa: F401 - ConversionMismatchError is public here
+    ConversionMismatchError,
+    check_declared_shapes,
+    shape_disagreement,
+)
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
 from b2s_onnx.ir.converters.registry import prepare, registration
@@ -37,10 +42,6 @@ UNSUPPORTED_DOMAIN = "org.openvinotoolkit.ir"
 #: Constants larger than this are not produced by folding (they would bloat the model).
 FOLD_LIMIT = 1 << 24
 _STRUCTURAL = ("Const", "Parameter", "Result")
-
-
-class ConversionMismatchError(RuntimeError):
-    """A converted tensor's shape differs from the IR's: a bug in a converter (exit 3)."""
 
 
 @dataclass
@@ -134,7 +135,9 @@ def _keep_as_custom(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> 
     )
 
 
-def _check_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer]) -> None:
+def _check_shapes(
+    model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer], bin_path: Path | None
+) -> None:
     infos = infer_infos(model)
     for layer in order:
         if layer.type in _STRUCTURAL:
@@ -152,11 +155,7 @@ def _check_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[La
             ):
                 continue
             if tuple(found.shape) != tuple(declared):
-                raise ConversionMismatchError(
-                    f"{layer.where()}: converted output {index} has shape {list(found.shape)} "
-                    f"but the IR declares {list(declared)}; this is a bug in b2s_onnx's "
-                    f"{layer.type} converter, please report it"
-                )
+                raise shape_disagreement(ctx.model, layer, index, found.shape, declared, bin_path)
 
 
 def convert_ir_model(
@@ -173,6 +172,7 @@ def convert_ir_model(
     xml = Path(xml_path)
     ir: IRModel = read_ir_xml(xml)
     order = topological_order(ir)
+    check_declared_shapes(ir)
     unsupported = _unsupported(order)
     if unsupported and not keep_unsupported:
         listed = "; ".join(f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported)
@@ -252,7 +252,7 @@ def convert_ir_model(
     imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
     model = helper.make_model(graph, opset_imports=imports, producer_name="b2s-onnx")
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
-    _check_shapes(model, ctx, order)
+    _check_shapes(model, ctx, order, weights.path)
     lowered = lower_model(
         model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
     )

@@ -22,6 +22,7 @@ from b2s_onnx.graph.versions import choose_ir_version, resolve_opset
 from b2s_onnx.graph.walk import (
     all_graphs,
     all_nodes,
+    check_element_types,
     check_strings,
     defined_names,
     sort_topologically,
@@ -267,6 +268,7 @@ def lower_model(
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"expected onnx.ModelProto, got {type(model).__name__}")
     check_strings(model)
+    check_element_types(model)
     if in_place:
         work = model
     else:
