@@ -35,6 +35,7 @@ from b2s_onnx.ir.converters.schema import declared_only
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topological_order
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
+from b2s_onnx.validation import conversion_blame, prove
 
 DEFAULT_OPSET = 18
 #: Domain of layers written as-is with ``keep_unsupported``.
@@ -254,7 +255,12 @@ def convert_ir_model(
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
     _check_shapes(model, ctx, order, weights.path)
     lowered = lower_model(
-        model, opset=opset, domains=(DEFAULT_DOMAIN, *domains), options=options or LoweringOptions()
+        model,
+        opset=opset,
+        domains=(DEFAULT_DOMAIN, *domains),
+        options=options or LoweringOptions(),
+        proven=False,
     )
+    prove(lowered.model, conversion_blame(order))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     return ConversionResult(lowered.model, lowered.lowered, kept, model)

@@ -34,6 +34,7 @@ from b2s_onnx.lowering._emit import Emitter, NameAllocator
 from b2s_onnx.lowering._node import NodeFacts, check_arity, index_input, node_ref, read_attributes
 from b2s_onnx.lowering._options import LoweringOptions
 from b2s_onnx.lowering.registry import DEFAULT_DOMAINS, RULES
+from b2s_onnx.validation import checker_problem, lowering_blame, prove
 
 
 @dataclass(frozen=True)
@@ -262,13 +263,18 @@ def lower_model(
     domains: Iterable[str] = DEFAULT_DOMAINS,
     options: LoweringOptions | None = None,
     in_place: bool = False,
+    proven: bool = True,
 ) -> LoweringResult:
     """Lowers a copy of ``model`` (the input is never modified), or, with ``in_place``, the
-    model itself, which keeps memory near the model's size for very large models."""
+    model itself, which keeps memory near the model's size for very large models.
+    ``proven``: the result passes onnx's checker and loads in onnxruntime, or this raises
+    (callers that prove the result themselves, with better names, turn it off)."""
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"expected onnx.ModelProto, got {type(model).__name__}")
     check_strings(model)
     check_element_types(model)
+    if proven:  # judged before lowering: with in_place the input is about to change
+        blame, tolerated = lowering_blame(model), checker_problem(model)
     if in_place:
         work = model
     else:
@@ -283,4 +289,6 @@ def lower_model(
     _drop_dead_constants(work, lowering.folded_constants)
     _drop_unused_domains(work, lowering.domains)
     work.ir_version = choose_ir_version(work)
+    if proven:
+        prove(work, blame, tolerated)
     return LoweringResult(work, lowering.lowered)
