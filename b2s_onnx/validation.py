@@ -3,8 +3,8 @@ onnxruntime creates a session for it.
 
 A model that onnxruntime refuses is worse than an error: the user finds out later,
 elsewhere. So ``convert`` and ``lower`` prove their result before returning it. The
-session is created with graph optimizations off, which keeps the cost to loading and
-shape inference. When the proof fails, the error names the node onnx or onnxruntime
+session is created with basic graph optimizations only (constant folding, which checks
+constant inputs' values), which keeps the cost near loading and shape inference. When the proof fails, the error names the node onnx or onnxruntime
 complains about, mapped back to what the user gave us (an IR layer, or an input node);
 ``blame`` decides whether that is the input's fault (:class:`B2SError`, exit 2) or ours
 (:class:`InvalidOutputError`, exit 3).
@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import onnx
 
 from b2s_onnx.errors import B2SError
+from b2s_onnx.ir.consistency import read_with_openvino
 from b2s_onnx.ir.reader import Layer
 
 #: Domains onnxruntime's CPU provider implements; other custom nodes cannot get a session.
@@ -27,7 +29,7 @@ _NODE_PATTERNS = (
     re.compile(r"Node \(([^)]*)\) Op"),
     re.compile(r'In Node, \("([^"]*)"'),
     re.compile(r"Name: (\S+) OpType"),
-    re.compile(r"[Nn]ode name: ?'?([^'\s,]+)"),
+    re.compile(r"node name: ([^)\s,']+)"),
 )
 
 
@@ -80,7 +82,9 @@ def find_problem(model: onnx.ModelProto, tolerated: str | None = None) -> str | 
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    # Basic optimizations fold constants, which is where onnxruntime checks the values of
+    # constant inputs (Unsqueeze axes, Reshape shapes); they cost no more than loading.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.log_severity_level = 4
     try:
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
@@ -89,16 +93,19 @@ def find_problem(model: onnx.ModelProto, tolerated: str | None = None) -> str | 
     return None
 
 
+Blame = Callable[[onnx.ModelProto, str | None, str], Exception]
+
+
 def prove(
     model: onnx.ModelProto,
-    blame: Callable[[str | None, str], Exception],
+    blame: Blame,
     tolerated: str | None = None,
 ) -> None:
-    """Raises ``blame(node name or None, reason)`` unless ``model`` passes the checker and
-    loads in onnxruntime (see :func:`find_problem` for ``tolerated``)."""
+    """Raises ``blame(model, node name or None, reason)`` unless ``model`` passes the
+    checker and loads in onnxruntime (see :func:`find_problem` for ``tolerated``)."""
     problem = find_problem(model, tolerated)
     if problem is not None:
-        raise blame(complained_node(problem), problem)
+        raise blame(model, complained_node(problem), problem)
 
 
 def _layer_of(node: str | None, layers: dict[str, Layer]) -> Layer | None:
@@ -111,13 +118,18 @@ def _layer_of(node: str | None, layers: dict[str, Layer]) -> Layer | None:
     return None
 
 
-def conversion_blame(layers: Iterable[Layer]) -> Callable[[str | None, str], Exception]:
-    """For ``convert``: every node is ours, so an invalid one is our bug, named by layer."""
+def conversion_blame(layers: Iterable[Layer], xml: Path, bin_path: Path | None) -> Blame:
+    """For ``convert``: the nodes are ours, built from shapes the IR declares; if OpenVINO
+    refuses the IR too, the IR breaks an op's rule (bad input, named by layer), otherwise
+    the invalid node is our bug."""
     by_name = {layer.name: layer for layer in layers}
 
-    def blame(node: str | None, problem: str) -> Exception:
+    def blame(model: onnx.ModelProto, node: str | None, problem: str) -> Exception:
         layer = _layer_of(node, by_name)
         where = layer.where() if layer else f"node '{node}'" if node else "the converted model"
+        _, refused = read_with_openvino(xml, bin_path)
+        if refused is not None:
+            return B2SError(f"{where}: {problem}; OpenVINO refuses this IR too: {refused}")
         return InvalidOutputError(
             f"{where}: the converted model is invalid ({problem}); this is a bug in "
             "b2s_onnx, please report it"
@@ -126,12 +138,33 @@ def conversion_blame(layers: Iterable[Layer]) -> Callable[[str | None, str], Exc
     return blame
 
 
-def lowering_blame(given: onnx.ModelProto) -> Callable[[str | None, str], Exception]:
-    """For ``lower``: a node the input already had (or a graph-level fault) is bad input;
-    a node the lowering emitted is our bug."""
+def _declarations_at_fault(model: onnx.ModelProto) -> bool:
+    """True when the model's nodes type-check once its declared output and intermediate
+    shapes and types are dropped: the declarations, not the nodes, are wrong."""
+    bare = onnx.ModelProto()
+    bare.CopyFrom(model)
+    bare.graph.ClearField("value_info")
+    outputs = [onnx.helper.make_empty_tensor_value_info(o.name) for o in bare.graph.output]
+    bare.graph.ClearField("output")
+    bare.graph.output.extend(outputs)
+    try:
+        onnx.shape_inference.infer_shapes(bare, check_type=True, strict_mode=True)
+    except Exception:
+        return False
+    return True
+
+
+def lowering_blame(given: onnx.ModelProto) -> Blame:
+    """For ``lower``: a node the input already had, a graph-level fault, or declared shapes
+    and types the nodes contradict are bad input; a node the lowering emitted is our bug."""
     original = {node.name for node in given.graph.node}
 
-    def blame(node: str | None, problem: str) -> Exception:
+    def blame(model: onnx.ModelProto, node: str | None, problem: str) -> Exception:
+        if node is not None and node not in original and _declarations_at_fault(model):
+            return B2SError(
+                f"the model's declared shapes or types contradict what its nodes compute "
+                f"({problem})"
+            )
         if node is not None and node not in original:
             return InvalidOutputError(
                 f"node '{node}' emitted by the lowering is invalid ({problem}); this is a "

@@ -68,17 +68,27 @@ def check_declared_shapes(ir: IRModel) -> None:
             )
 
 
-def _openvino_shape(xml: Path, bin_path: Path | None, layer: Layer, index: int):
-    """The shape OpenVINO derives for the layer's output ``index``: a list (None for a
-    dynamic dim), the string OpenVINO refused the IR with, or None when it cannot tell."""
+def read_with_openvino(xml: Path, bin_path: Path | None):
+    """(OpenVINO's model, None), (None, why OpenVINO refuses the IR), or (None, None) when
+    OpenVINO is not installed."""
     try:
         import openvino as ov
     except ImportError:
-        return None
+        return None, None
     try:
-        model = ov.Core().read_model(str(xml), None if bin_path is None else str(bin_path))
+        return ov.Core().read_model(str(xml), None if bin_path is None else str(bin_path)), None
     except Exception as exc:  # OpenVINO refusing the file is an answer, not our failure
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        reason = next((line for line in lines if not line.startswith("Check ")), None)
+        return None, (reason or type(exc).__name__).strip()[:300]
+
+
+def _openvino_shape(xml: Path, bin_path: Path | None, layer: Layer, index: int):
+    """The shape OpenVINO derives for the layer's output ``index``: a list (None for a
+    dynamic dim), the string OpenVINO refused the IR with, or None when it cannot tell."""
+    model, refusal = read_with_openvino(xml, bin_path)
+    if model is None:
+        return refusal
     for op in model.get_ops():
         if op.get_friendly_name() == layer.name and index < op.get_output_size():
             shape = op.get_output_partial_shape(index)

@@ -261,6 +261,6 @@ def convert_ir_model(
         options=options or LoweringOptions(),
         proven=False,
     )
-    prove(lowered.model, conversion_blame(order))
+    prove(lowered.model, conversion_blame(order, xml, weights.path))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     return ConversionResult(lowered.model, lowered.lowered, kept, model)

@@ -43,6 +43,10 @@ def transpose(ctx, layer, inputs):
     rank = ctx.rank(layer, inputs[0])
     perm = [int(v) for v in order.reshape(-1)] or list(reversed(range(rank)))
     perm = [p + rank if p < 0 else p for p in perm]
+    if sorted(perm) != list(range(rank)):
+        raise B2SError(
+            f"{layer.where()}: the order input {perm} is not a permutation of {rank} axes"
+        )
     ctx.one("Transpose", inputs[:1], ctx.out(layer), perm=perm)
 
 
