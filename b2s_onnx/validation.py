@@ -4,10 +4,10 @@ onnxruntime creates a session for it.
 A model that onnxruntime refuses is worse than an error: the user finds out later,
 elsewhere. So ``convert`` and ``lower`` prove their result before returning it. The
 session is created with basic graph optimizations only (constant folding, which checks
-constant inputs' values), which keeps the cost near loading and shape inference. When the proof fails, the error names the node onnx or onnxruntime
-complains about, mapped back to what the user gave us (an IR layer, or an input node);
-``blame`` decides whether that is the input's fault (:class:`B2SError`, exit 2) or ours
-(:class:`InvalidOutputError`, exit 3).
+constant inputs' values), which keeps the cost near loading and shape inference. When the
+proof fails, the error names the node onnx or onnxruntime complains about, mapped back to
+what the user gave us (an IR layer, or an input node); ``blame`` decides whether that is
+the input's fault (:class:`B2SError`, exit 2) or ours (:class:`InvalidOutputError`, exit 3).
 """
 
 from __future__ import annotations

@@ -200,7 +200,13 @@ def ir_cases() -> list[tuple[str, str, bytes | None, str, str]]:
         ("bin_shorter_than_offset_plus_size", valid, WEIGHTS[:8], "convert", "lie past the end"),
         ("bin_size_not_matching_shape", tiny(size=8), WEIGHTS, "convert", "does not match shape"),
         ("bin_offset_past_end", tiny(offset=4096), WEIGHTS, "convert", "lie past the end"),
-        ("bin_negative_offset", tiny(offset=-4), WEIGHTS, "convert", "attribute offset='-4': must be >= 0"),
+        (
+            "bin_negative_offset",
+            tiny(offset=-4),
+            WEIGHTS,
+            "convert",
+            "attribute offset='-4': must be >= 0",
+        ),
     ]
 
 
