@@ -56,7 +56,7 @@ _NUMPY = {
 }
 
 
-def _generated_irs() -> dict[str, ov.Model]:
+def generated_irs() -> dict[str, ov.Model]:
     """Small IRs covering the existing converters' families."""
     import openvino.opset8 as o8
     import openvino.opset13 as o13
@@ -124,7 +124,7 @@ def _generated_irs() -> dict[str, ov.Model]:
 def ir_seeds(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
     root = tmp_path_factory.mktemp("seeds")
     seeds = {}
-    for name, model in _generated_irs().items():
+    for name, model in generated_irs().items():
         xml = root / f"{name}.xml"
         ov.save_model(model, xml, compress_to_fp16=False)
         seeds[name] = (xml.read_text(), xml.with_suffix(".bin").read_bytes())
