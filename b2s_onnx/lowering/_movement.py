@@ -70,5 +70,10 @@ def emit_movement(
         shape = emit.shape_vector(arg, f"{suffix}_shape")
         if emit.has_checks():
             shape = emit.gate(shape)
-        current = emit.node("Reshape", [current, shape], f"reshape_{suffix}", output=target)
+        # A 0 in a Reshape target means "copy that dim" unless allowzero (opset 14) is set;
+        # here every size is literal, so an empty tensor's 0 must stay a 0.
+        literal_zero = {"allowzero": 1} if any(s.static == 0 for s in arg) else {}
+        current = emit.node(
+            "Reshape", [current, shape], f"reshape_{suffix}", output=target, **literal_zero
+        )
     return current
