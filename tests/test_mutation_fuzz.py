@@ -226,8 +226,26 @@ def check_onnx_mutant(raw: bytes) -> str | None:
     return None
 
 
+#: Long runs append progress and each failure here as they happen.
+LOG = os.environ.get("B2S_FUZZ_LOG")
+
+
 def _seeds(count: int) -> range:
     return range(FIRST_SEED, FIRST_SEED + count)
+
+
+def _log(line: str) -> None:
+    if LOG:
+        with open(LOG, "a") as log:
+            log.write(line + "\n")
+
+
+def _note(failures: list[str], done: int, problem: str | None, what: str) -> None:
+    if problem is not None:
+        failures.append(f"{what}: {problem}")
+        _log(f"FAIL {what}: {problem}")
+    if done % 500 == 0:
+        _log(f"{done} done, {len(failures)} failed")
 
 
 def _ir_failures(seeds: dict, names: list[str], count: int, tmp_path: Path) -> list[str]:
@@ -236,8 +254,7 @@ def _ir_failures(seeds: dict, names: list[str], count: int, tmp_path: Path) -> l
         name = names[index % len(names)]
         mutant = mutate_ir(*seeds[name], seed)
         problem = check_ir_mutant(tmp_path, mutant.xml, mutant.weights, seed)
-        if problem is not None:
-            failures.append(f"{name} seed {seed} ({mutant.description}): {problem}")
+        _note(failures, index + 1, problem, f"{name} seed {seed} ({mutant.description})")
     return failures
 
 
@@ -286,11 +303,10 @@ def test_many_ir_mutants(ir_seeds, tmp_path):
 def test_many_onnx_mutants():
     models = tiny_models()
     failures = []
-    for seed in _seeds(MUTANTS):
+    for done, seed in enumerate(_seeds(MUTANTS), 1):
         raw, described = mutate_onnx(models[seed % len(models)], seed)
         problem = check_onnx_mutant(raw)
-        if problem is not None:
-            failures.append(f"model {seed % len(models)} seed {seed} ({described}): {problem}")
+        _note(failures, done, problem, f"model {seed % len(models)} seed {seed} ({described})")
     _report("onnx", failures)
 
 
