@@ -253,7 +253,6 @@ def convert_ir_model(
     imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
     model = helper.make_model(graph, opset_imports=imports, producer_name="b2s-onnx")
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
-    _check_shapes(model, ctx, order, weights.path)
     lowered = lower_model(
         model,
         opset=opset,
@@ -261,6 +260,8 @@ def convert_ir_model(
         options=options or LoweringOptions(),
         proven=False,
     )
+    # Checked after lowering: shape inference sees through the lowered data-movement ops.
+    _check_shapes(lowered.model, ctx, order, weights.path)
     prove(lowered.model, conversion_blame(order, xml, weights.path))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     return ConversionResult(lowered.model, lowered.lowered, kept, model)

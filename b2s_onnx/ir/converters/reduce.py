@@ -163,7 +163,8 @@ def normalize_l2(ctx, layer, inputs):
     ctx.one("Div", [data, ctx.one("Sqrt", [combined])], ctx.out(layer))
 
 
-@converts("SoftMax", (1,), inputs=(1, 1), attrs={"axis": Axis(default=1, negative=False)})
+#: SoftMax-1 without ``axis`` normalises axis 0 in OpenVINO (measured), not the spec's 1.
+@converts("SoftMax", (1,), inputs=(1, 1), attrs={"axis": Axis(default=0, negative=False)})
 @converts("SoftMax", (8,), inputs=(1, 1), attrs={"axis": Axis(default=1)})
 def softmax(ctx, layer, inputs):
     ctx.one("Softmax", inputs, ctx.out(layer), axis=layer.attrs["axis"])

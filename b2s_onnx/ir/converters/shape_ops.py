@@ -182,10 +182,37 @@ def strided_slice(ctx, layer, inputs):
 @converts("Gather", (1,), inputs=(3, 3), attrs={})
 @converts("Gather", (7, 8), inputs=(3, 3), attrs={"batch_dims": Int(default=0)})
 def gather(ctx, layer, inputs):
+    """OpenVINO gives zeros for an index out of range (Gather-1/7: outside [0, d); Gather-8:
+    outside [-d, d)) where ONNX's Gather fails at run time: those indices are masked."""
     axis = int(ctx.require_value(layer, inputs[2], "axis").reshape(-1)[0])
     if layer.version != "opset1" and layer.attrs["batch_dims"] != 0:
         raise B2SError(f"{layer.where()}: batch_dims != 0 is not supported")
-    ctx.one("Gather", inputs[:2], ctx.out(layer), axis=axis)
+    rank = ctx.rank(layer, inputs[0])
+    if not -rank <= axis < rank:
+        raise B2SError(f"{layer.where()}: axis {axis} is out of range for rank {rank}")
+    axis %= rank
+    size = ctx.shape(inputs[0])[axis]
+    low = -size if size is not None and layer.version == "opset8" else 0
+    indices, index_shape = ctx.value(inputs[1]), ctx.shape(inputs[1])
+    in_range = indices is not None and bool(((indices >= low) & (indices < (size or 0))).all())
+    if size is None or index_shape is None or in_range:
+        ctx.one("Gather", inputs[:2], ctx.out(layer), axis=axis)
+        return
+    index = ctx.int64(inputs[1])
+    valid = ctx.one(
+        "And",
+        [
+            ctx.one("GreaterOrEqual", [index, _i64(ctx, "low", low)]),
+            ctx.one("Less", [index, _i64(ctx, "size", size)]),
+        ],
+    )
+    safe = ctx.one("Where", [valid, index, _i64(ctx, "zero", 0)])
+    gathered = ctx.one("Gather", [inputs[0], safe], axis=axis)
+    outer = [*range(axis), *range(axis + len(index_shape), rank - 1 + len(index_shape))]
+    if outer:
+        valid = ctx.one("Unsqueeze", [valid, _i64(ctx, "mask_axes", outer)])
+    zero = ctx.const("zero", np.zeros((), NUMPY_OF_ONNX[ctx.type_of(inputs[0])]))
+    ctx.one("Where", [valid, gathered, zero], ctx.out(layer))
 
 
 def _split(ctx, layer, data, axis, lengths):
