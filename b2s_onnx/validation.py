@@ -30,6 +30,7 @@ _NODE_PATTERNS = (
     re.compile(r'In Node, \("([^"]*)"'),
     re.compile(r"Name: (\S+) OpType"),
     re.compile(r"node name: ([^)\s,']+)"),
+    re.compile(r"\[node: ([^\]]+)\]"),
 )
 
 
@@ -47,9 +48,14 @@ def complained_node(message: str) -> str | None:
 
 
 def _first_line(exc: Exception) -> str:
+    """The message's first line, and the node it names further down, if any."""
     text = str(exc).strip()
     lines = [line for line in text.splitlines() if line.strip()]
-    return (lines[0] if lines else type(exc).__name__)[:500]
+    first = (lines[0] if lines else type(exc).__name__)[:500]
+    node = complained_node(text)
+    if node is not None and complained_node(first) is None:
+        first += f" [node: {node}]"
+    return first
 
 
 def checker_problem(model: onnx.ModelProto) -> str | None:

@@ -16,7 +16,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import onnx
+
 from b2s_onnx.errors import B2SError
+from b2s_onnx.graph.types import TensorInfo, infer_infos
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape
 
 Dims = Sequence[int | None]
@@ -122,3 +125,26 @@ def shape_disagreement(
     return ConversionMismatchError(
         f"{facts}; this is a bug in b2s_onnx's {layer.type} converter, please report it"
     )
+
+
+def computed_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+    """The shapes the nodes compute. The graph outputs carry the shapes the IR declares,
+    and shape inference would keep those over what it computes, so they are left out while
+    inferring (and put back)."""
+    graph = model.graph
+    saved = []
+    for output in graph.output:
+        kept = onnx.ValueInfoProto()
+        kept.CopyFrom(output)
+        saved.append(kept)
+    bare = [
+        onnx.helper.make_tensor_value_info(o.name, o.type.tensor_type.elem_type, None)
+        for o in saved
+    ]
+    del graph.output[:]
+    graph.output.extend(bare)
+    try:
+        return infer_infos(model)
+    finally:
+        del graph.output[:]
+        graph.output.extend(saved)

@@ -22,10 +22,10 @@ from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
-from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.ir.consistency import (  # noqa: F401 - ConversionMismatchError is public here
     ConversionMismatchError,
     check_declared_shapes,
+    computed_infos,
     shape_disagreement,
 )
 from b2s_onnx.ir.context import ConversionContext
@@ -139,7 +139,7 @@ def _keep_as_custom(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> 
 def _check_shapes(
     model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer], bin_path: Path | None
 ) -> None:
-    infos = infer_infos(model)
+    infos = computed_infos(model)
     for layer in order:
         if layer.type in _STRUCTURAL:
             continue
