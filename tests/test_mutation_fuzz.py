@@ -16,6 +16,7 @@ CI runs a few hundred mutants; ``B2S_FUZZ_MUTANTS=N`` runs N of each family (IR,
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from pathlib import Path
@@ -39,6 +40,8 @@ SMALL_CORPUS = ("text-image-super-resolution-0001", "open-closed-eye-0001", "len
 THOROUGH = os.environ.get("B2S_HYPOTHESIS_PROFILE") == "thorough"
 MUTANTS = int(os.environ.get("B2S_FUZZ_MUTANTS", "100000" if THOROUGH else "0"))
 FIRST_SEED = int(os.environ.get("B2S_FUZZ_SEED", "0"))
+#: Long runs over every corpus model, not just the small ones (slower per mutant).
+ALL_CORPUS = os.environ.get("B2S_FUZZ_ALL_CORPUS") == "1"
 #: CI: mutants per generated IR, per corpus model and per ONNX model.
 CI_GENERATED, CI_CORPUS, CI_ONNX = 40, 25, 30
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
@@ -128,7 +131,9 @@ def ir_seeds(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
         xml = root / f"{name}.xml"
         ov.save_model(model, xml, compress_to_fp16=False)
         seeds[name] = (xml.read_text(), xml.with_suffix(".bin").read_bytes())
-    for name in SMALL_CORPUS:
+    manifest = CORPUS / "MANIFEST.json"
+    every = [e["name"] for e in json.loads(manifest.read_text())] if manifest.is_file() else []
+    for name in every if MUTANTS and ALL_CORPUS else SMALL_CORPUS:
         folder = CORPUS / name
         if (folder / "model.xml").is_file():
             xml = folder / "model.xml"
