@@ -65,6 +65,31 @@ def _padding(layer: Layer, spatial: int) -> dict:
     return {"pads": begin + end}
 
 
+def _without_dilated_same(ctx, layer, data, kernel, strides, dilations, padding) -> dict:
+    """onnxruntime refuses SAME auto-padding with dilations at run time, so those pads are
+    computed here from the static spatial sizes, as OpenVINO computes them."""
+    mode = padding.get("auto_pad")
+    if mode not in ("SAME_UPPER", "SAME_LOWER") or all(d == 1 for d in dilations):
+        return padding
+    shape = ctx.shape(data)
+    sizes = None if shape is None else shape[2:]
+    if sizes is None or any(s is None for s in sizes) or any(k is None for k in kernel):
+        raise B2SError(f"{layer.where()}: dilated {mode.lower()} padding needs static sizes")
+    begins, ends = [], []
+    for size, k, stride, dilation in zip(sizes, kernel, strides, dilations, strict=True):
+        out = -(-size // stride)
+        total = max(0, (out - 1) * stride + (k - 1) * dilation + 1 - size)
+        front = total // 2 if mode == "SAME_UPPER" else total - total // 2
+        begins.append(front)
+        ends.append(total - front)
+    return {"pads": begins + ends}
+
+
+def _kernel(ctx, weights: str, spatial: int) -> list[int | None]:
+    shape = ctx.shape(weights)
+    return [None] * spatial if shape is None else list(shape[-spatial:])
+
+
 def _spatial_lists(layer: Layer, spatial: int, *keys: str) -> list[list[int]]:
     """The attributes ``keys`` (one value per spatial axis), 1s where absent; refused when
     the data's rank (known only at conversion when the IR omits it) does not fit them."""
@@ -120,13 +145,15 @@ def _conv_spatial(ctx, layer, inputs) -> int:
 def convolution(ctx, layer, inputs):
     spatial = _conv_spatial(ctx, layer, inputs)
     strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
+    kernel = _kernel(ctx, inputs[1], spatial)
+    padding = _padding(layer, spatial)
     ctx.one(
         "Conv",
         inputs[:2],
         ctx.out(layer),
         strides=strides,
         dilations=dilations,
-        **_padding(layer, spatial),
+        **_without_dilated_same(ctx, layer, inputs[0], kernel, strides, dilations, padding),
     )
 
 
@@ -134,6 +161,8 @@ def convolution(ctx, layer, inputs):
 def group_convolution(ctx, layer, inputs):
     spatial = _conv_spatial(ctx, layer, inputs)
     strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
+    kernel = _kernel(ctx, inputs[1], spatial)
+    padding = _padding(layer, spatial)
     weights, groups = _grouped_weights(ctx, layer, inputs[1], transposed=False)
     ctx.one(
         "Conv",
@@ -142,7 +171,7 @@ def group_convolution(ctx, layer, inputs):
         group=groups,
         strides=strides,
         dilations=dilations,
-        **_padding(layer, spatial),
+        **_without_dilated_same(ctx, layer, inputs[0], kernel, strides, dilations, padding),
     )
 
 
@@ -239,6 +268,18 @@ def max_pool(ctx, layer, inputs):
         (dilations,) = _spatial_lists(layer, len(attrs["strides"]), "dilations")
         if any(d != 1 for d in dilations):
             attrs["dilations"] = dilations
+            padding = {k: attrs.pop(k) for k in ("auto_pad", "pads") if k in attrs}
+            attrs.update(
+                _without_dilated_same(
+                    ctx,
+                    layer,
+                    inputs[0],
+                    attrs["kernel_shape"],
+                    attrs["strides"],
+                    dilations,
+                    padding,
+                )
+            )
     if len(layer.outputs) > 1 and _consumed(ctx, layer, 1):
         raise B2SError(f"{layer.where()}: the indices output of MaxPool is not supported")
     ctx.one("MaxPool", inputs, ctx.out(layer), **attrs)

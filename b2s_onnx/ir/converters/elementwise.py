@@ -256,6 +256,7 @@ def round_(ctx, layer, inputs):
 @converts("Convert", (1,), inputs=(1, 1), attrs={"destination_type": ElementType(required=True)})
 def convert(ctx, layer, inputs):
     target = onnx_type(layer.attrs["destination_type"])
+    ctx.types[ctx.out(layer)] = target  # the attribute decides, not the port's precision
     ctx.one("Cast", inputs, ctx.out(layer), to=target)
 
 

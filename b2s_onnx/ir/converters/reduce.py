@@ -10,6 +10,7 @@ from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType, Float, Ints
 from b2s_onnx.ir.reader import Layer
+from b2s_onnx.ir.weights import onnx_type
 
 REDUCE = {
     "ReduceMax": "ReduceMax",
@@ -194,7 +195,16 @@ def top_k(ctx, layer, inputs):
         raise B2SError(f"{layer.where()}: stable TopK is not supported")
     k_vector = ctx.one("Reshape", [ctx.int64(k), ctx.const("one", np.asarray([1], np.int64))])
     values_name, indices_name = ctx.out(layer, 0), ctx.out(layer, 1)
-    index_type = ctx.type_of(indices_name)
+    # The attribute decides the index type (OpenVINO ignores the port's precision).
+    index_type = onnx_type(layer.attrs["index_element_type"])
+    ctx.types[indices_name] = index_type
+    k_value, data_shape = ctx.value(k), ctx.shape(data)
+    size = None if data_shape is None else data_shape[axis]
+    if k_value is not None and size is not None and int(k_value.reshape(-1)[0]) > size:
+        raise B2SError(
+            f"{layer.where()}: k={int(k_value.reshape(-1)[0])} exceeds the {size} elements of "
+            f"axis {axis}"
+        )
     if sort != "index":
         raw_indices = ctx.tmp("indices") if index_type != TensorProto.INT64 else indices_name
         ctx.node(

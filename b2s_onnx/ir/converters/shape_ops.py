@@ -83,6 +83,7 @@ def shape_of(ctx, layer, inputs):
         # The IR declares the shape: a constant, which lets shape arithmetic fold away.
         ctx.add_constant(ctx.out(layer), np.asarray(shape, NUMPY_OF_ONNX[out_type]))
         return
+    ctx.types[ctx.out(layer)] = out_type
     if out_type == TensorProto.INT64:
         ctx.one("Shape", inputs, ctx.out(layer))
     else:
@@ -297,6 +298,7 @@ def range_(ctx, layer, inputs):
         out_type = onnx_type(layer.attrs["output_type"])
     else:
         out_type = ctx.type_of(inputs[0])
+    ctx.types[ctx.out(layer)] = out_type
     cast = [
         ctx.one(
             "Cast", [ctx.one("Squeeze", [t]) if ctx.shape(t) not in ((), None) else t], to=out_type
