@@ -27,6 +27,7 @@ COVERED_LAYERS = {
     ("Gather", "opset8"),
     ("SoftMax", "opset1"),
     ("Convert", "opset1"),
+    ("Squeeze", "opset1"),
 }
 
 
@@ -95,3 +96,12 @@ def test_top_k_larger_than_its_axis_is_refused(tmp_path):
     weights.write_bytes(np.int64(5).tobytes())
     with pytest.raises(B2SError, match=r"k=5 exceeds the 3 elements of axis 1"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("squeeze", [o1.squeeze, o13.squeeze], ids=["Squeeze-1", "Squeeze-13"])
+def test_squeeze_skips_named_axes_that_are_not_one_like_openvino(tmp_path, squeeze):
+    def build(x):
+        return squeeze(x, _i64([0, 1, -1]))
+
+    pairs, _ = run_both(tmp_path, build, [[2, 1, 4, 1]])
+    assert_close(pairs, exact=True)

@@ -53,7 +53,19 @@ def transpose(ctx, layer, inputs):
 @converts("Squeeze", (1,), inputs=(1, 2), attrs={})
 @converts("Squeeze", (15,), inputs=(1, 2), attrs={"allow_axis_skip": Bool(default=False)})
 def squeeze(ctx, layer, inputs):
-    if len(inputs) > 1:
+    """OpenVINO skips a named axis whose static size is not 1 (measured); ONNX refuses it."""
+    axes, shape = (ctx.value(inputs[1]), ctx.shape(inputs[0])) if len(inputs) > 1 else (None, None)
+    if axes is not None and shape is not None:
+        rank = len(shape)
+        named = [int(a) for a in axes.reshape(-1)]
+        if any(not -rank <= a < rank for a in named):
+            raise B2SError(f"{layer.where()}: axes {named} out of range for rank {rank}")
+        kept = sorted({a % rank for a in named if shape[a % rank] in (1, None)})
+        if not kept and named:
+            ctx.one("Identity", inputs[:1], ctx.out(layer))
+            return
+        ctx.one("Squeeze", [inputs[0], _i64(ctx, "axes", kept)], ctx.out(layer))
+    elif len(inputs) > 1:
         ctx.one("Squeeze", [inputs[0], ctx.int64(inputs[1])], ctx.out(layer))
     else:
         ctx.one("Squeeze", inputs, ctx.out(layer))
