@@ -136,6 +136,8 @@ def conversion_blame(layers: Iterable[Layer], xml: Path, bin_path: Path | None) 
         _, refused = read_with_openvino(xml, bin_path)
         if refused is not None:
             return B2SError(f"{where}: {problem}; OpenVINO refuses this IR too: {refused}")
+        if "has unsupported type" in problem:  # an element type ONNX lacks for this op
+            return B2SError(f"{where}: not supported for this element type ({problem})")
         return InvalidOutputError(
             f"{where}: the converted model is invalid ({problem}); this is a bug in "
             "b2s_onnx, please report it"

@@ -105,3 +105,13 @@ def test_squeeze_skips_named_axes_that_are_not_one_like_openvino(tmp_path, squee
 
     pairs, _ = run_both(tmp_path, build, [[2, 1, 4, 1]])
     assert_close(pairs, exact=True)
+
+
+def test_a_reshape_target_that_cannot_hold_the_data_is_refused(tmp_path):
+    x = o1.parameter([2, 6], F32, name="x")
+    xml = tmp_path / "model.xml"
+    reshaped = o1.reshape(x, _i64([3, 4]), False)
+    ov.save_model(ov.Model([reshaped], [x]), xml, compress_to_fp16=False)
+    xml.with_suffix(".bin").write_bytes(np.asarray([5, 4], np.int64).tobytes())
+    with pytest.raises(B2SError, match=r"target shape \[5, 4\] cannot hold the 12 elements"):
+        b2s_onnx.convert_ir(xml)

@@ -47,8 +47,10 @@ ALL_CORPUS = os.environ.get("B2S_FUZZ_ALL_CORPUS") == "1"
 #: CI: mutants per generated IR, per corpus model and per ONNX model.
 CI_GENERATED, CI_CORPUS, CI_ONNX = 40, 25, 25
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
-#: Outputs are compared relative to their magnitude (f32 summation order differs).
+#: Outputs are compared relative to their magnitude (f32 summation order differs); the
+#: INT8 model differs by a quantization step even unmutated (see test_corpus.py).
 TOLERANCE = 1e-3
+MODEL_TOLERANCE = {"person-attributes-recognition-crossroad-0230": 5e-2}
 _NUMPY = {
     "tensor(float)": np.float32,
     "tensor(double)": np.float64,
@@ -156,7 +158,9 @@ def _feeds(session: ort.InferenceSession, seed: int) -> dict[str, np.ndarray]:
     return feeds
 
 
-def _openvino_disagrees(xml: Path, session: ort.InferenceSession, seed: int) -> str | None:
+def _openvino_disagrees(
+    xml: Path, session: ort.InferenceSession, seed: int, tolerance: float = TOLERANCE
+) -> str | None:
     """None when OpenVINO refuses the mutant, or computes what onnxruntime computes."""
     core = ov.Core()
     try:
@@ -180,12 +184,14 @@ def _openvino_disagrees(xml: Path, session: ort.InferenceSession, seed: int) -> 
             continue
         scale = max(1.0, float(np.abs(expected).max(initial=0.0)))
         worst = float(np.abs(expected.astype(np.float64) - got).max(initial=0.0))
-        if worst > TOLERANCE * scale:
+        if worst > tolerance * scale:
             return f"output {name}: differs from OpenVINO by {worst:g} (scale {scale:g})"
     return None
 
 
-def check_ir_mutant(folder: Path, xml_text: str, weights: bytes, seed: int) -> str | None:
+def check_ir_mutant(
+    folder: Path, xml_text: str, weights: bytes, seed: int, tolerance: float = TOLERANCE
+) -> str | None:
     """None when the mutant is refused cleanly or converts to a model that loads and
     agrees with OpenVINO; otherwise what went wrong."""
     xml = folder / "model.xml"
@@ -203,7 +209,7 @@ def check_ir_mutant(folder: Path, xml_text: str, weights: bytes, seed: int) -> s
         )
     except Exception as exc:
         return f"onnxruntime refuses the converted model: {exc}"
-    return _openvino_disagrees(xml, session, seed)
+    return _openvino_disagrees(xml, session, seed, tolerance)
 
 
 def check_onnx_mutant(raw: bytes) -> str | None:
@@ -261,7 +267,8 @@ def _ir_failures(seeds: dict, names: list[str], count: int, tmp_path: Path) -> l
     for index, seed in enumerate(_seeds(count)):
         name = names[index % len(names)]
         mutant = mutate_ir(*seeds[name], seed)
-        problem = check_ir_mutant(tmp_path, mutant.xml, mutant.weights, seed)
+        tolerance = MODEL_TOLERANCE.get(name, TOLERANCE)
+        problem = check_ir_mutant(tmp_path, mutant.xml, mutant.weights, seed, tolerance)
         _note(failures, index + 1, problem, f"{name} seed {seed} ({mutant.description})")
     return failures
 

@@ -34,7 +34,29 @@ def reshape(ctx, layer, inputs):
     attrs = {}
     if not special_zero and (value is None or (value == 0).any()):
         attrs["allowzero"] = 1  # a 0 means a zero-sized dim, not "copy"
+    if value is not None:
+        _check_reshape(layer, ctx.shape(data), [int(v) for v in value.reshape(-1)], special_zero)
     ctx.one("Reshape", [data, ctx.int64(shape)], ctx.out(layer), **attrs)
+
+
+def _check_reshape(layer: Layer, source, target: list[int], special_zero: bool) -> None:
+    """A constant target shape must hold the data's elements (OpenVINO's rule)."""
+    if target.count(-1) > 1 or any(v < -1 for v in target):
+        raise B2SError(f"{layer.where()}: target shape {target} is not a shape")
+    if source is None or any(d is None for d in source):
+        return
+    sizes = [
+        source[i] if special_zero and v == 0 and i < len(source) else v
+        for i, v in enumerate(target)
+    ]
+    known = int(np.prod([v for v in sizes if v != -1], dtype=object))
+    total = int(np.prod(source, dtype=object))
+    fits = total % known == 0 if -1 in sizes and known else known == total
+    if not fits:
+        raise B2SError(
+            f"{layer.where()}: target shape {target} cannot hold the {total} elements of "
+            f"input shape {list(source)}"
+        )
 
 
 @converts("Transpose", (1,), inputs=(2, 2), attrs={})
