@@ -19,7 +19,7 @@ from pathlib import Path
 import onnx
 
 from b2s_onnx.errors import B2SError
-from b2s_onnx.ir.consistency import read_with_openvino
+from b2s_onnx.ir.consistency import agree, openvino_shape, read_with_openvino, shown
 from b2s_onnx.ir.reader import Layer
 
 #: Domains onnxruntime's CPU provider implements; other custom nodes cannot get a session.
@@ -124,6 +124,19 @@ def _layer_of(node: str | None, layers: dict[str, Layer]) -> Layer | None:
     return None
 
 
+def _declared_output_wrong(layer: Layer, xml: Path, bin_path: Path | None) -> str | None:
+    """How the layer's declared output shapes differ from the ones OpenVINO derives, if
+    they do (a declaration the computed graph contradicts)."""
+    for index, port in enumerate(layer.outputs):
+        derived = openvino_shape(xml, bin_path, layer, index)
+        if isinstance(derived, list) and not agree(derived, port.dims):
+            return (
+                f"output port {port.id} declares {shown(port.dims)} but OpenVINO's shape "
+                f"rules give {shown(derived)}"
+            )
+    return None
+
+
 def conversion_blame(layers: Iterable[Layer], xml: Path, bin_path: Path | None) -> Blame:
     """For ``convert``: the nodes are ours, built from shapes the IR declares; if OpenVINO
     refuses the IR too, the IR breaks an op's rule (bad input, named by layer), otherwise
@@ -138,6 +151,9 @@ def conversion_blame(layers: Iterable[Layer], xml: Path, bin_path: Path | None) 
             return B2SError(f"{where}: {problem}; OpenVINO refuses this IR too: {refused}")
         if "has unsupported type" in problem:  # an element type ONNX lacks for this op
             return B2SError(f"{where}: not supported for this element type ({problem})")
+        contradiction = layer is not None and _declared_output_wrong(layer, xml, bin_path)
+        if contradiction:
+            return B2SError(f"{where}: {contradiction}: the IR contradicts itself")
         return InvalidOutputError(
             f"{where}: the converted model is invalid ({problem}); this is a bug in "
             "b2s_onnx, please report it"

@@ -30,7 +30,7 @@ class ConversionMismatchError(RuntimeError):
     shape too: a bug in a converter (exit 3)."""
 
 
-def _agree(first: Dims | None, second: Dims | None) -> bool:
+def agree(first: Dims | None, second: Dims | None) -> bool:
     """Same rank and the same size wherever both state one (unknown dims match anything)."""
     if first is None or second is None:
         return True
@@ -39,7 +39,7 @@ def _agree(first: Dims | None, second: Dims | None) -> bool:
     return all(a is None or b is None or a == b for a, b in zip(first, second, strict=True))
 
 
-def _shown(dims: Dims | None) -> str:
+def shown(dims: Dims | None) -> str:
     return (
         "[...]"
         if dims is None
@@ -54,20 +54,20 @@ def check_declared_shapes(ir: IRModel) -> None:
         if layer.type in ("Const", "Parameter") and "shape" in layer.data and layer.outputs:
             stated = parse_shape(layer.data["shape"], ir.path, layer.where())
             port = layer.outputs[0]
-            if not _agree(stated, port.dims):
+            if not agree(stated, port.dims):
                 raise B2SError(
-                    f"{layer.where()}: output port {port.id} declares {_shown(port.dims)} but "
-                    f"the layer's shape attribute says {_shown(stated)}: the IR contradicts itself"
+                    f"{layer.where()}: output port {port.id} declares {shown(port.dims)} but "
+                    f"the layer's shape attribute says {shown(stated)}: the IR contradicts itself"
                 )
     for edge in ir.edges:
         source, target = ir.layers[edge.from_layer], ir.layers[edge.to_layer]
         produced = source.output_port(edge.from_port).dims
         consumed = next(p.dims for p in target.inputs if p.id == edge.to_port)
-        if not _agree(produced, consumed):
+        if not agree(produced, consumed):
             raise B2SError(
-                f"{target.where()}: input port {edge.to_port} declares {_shown(consumed)} but "
+                f"{target.where()}: input port {edge.to_port} declares {shown(consumed)} but "
                 f"{source.where()} output port {edge.from_port}, which feeds it, declares "
-                f"{_shown(produced)}: the IR contradicts itself"
+                f"{shown(produced)}: the IR contradicts itself"
             )
 
 
@@ -86,7 +86,7 @@ def read_with_openvino(xml: Path, bin_path: Path | None):
         return None, (reason or type(exc).__name__).strip()[:300]
 
 
-def _openvino_shape(xml: Path, bin_path: Path | None, layer: Layer, index: int):
+def openvino_shape(xml: Path, bin_path: Path | None, layer: Layer, index: int):
     """The shape OpenVINO derives for the layer's output ``index``: a list (None for a
     dynamic dim), the string OpenVINO refused the IR with, or None when it cannot tell."""
     model, refusal = read_with_openvino(xml, bin_path)
@@ -113,14 +113,14 @@ def shape_disagreement(
     input when OpenVINO's shape rules give our shape (or refuse the IR), our bug when they
     give the declared one or cannot be asked."""
     port = layer.outputs[index].id
-    derived = _openvino_shape(ir.path, bin_path, layer, index)
+    derived = openvino_shape(ir.path, bin_path, layer, index)
     facts = (
-        f"{layer.where()}: output port {port} declares {_shown(declared)}, but its inputs' "
-        f"declared shapes give {_shown(computed)}"
+        f"{layer.where()}: output port {port} declares {shown(declared)}, but its inputs' "
+        f"declared shapes give {shown(computed)}"
     )
     if isinstance(derived, str):
         return B2SError(f"{facts} (OpenVINO refuses the IR too: {derived})")
-    if derived is not None and _agree(derived, computed) and not _agree(derived, declared):
+    if derived is not None and agree(derived, computed) and not agree(derived, declared):
         return B2SError(f"{facts} by the op's shape rule: the IR contradicts itself")
     return ConversionMismatchError(
         f"{facts}; this is a bug in b2s_onnx's {layer.type} converter, please report it"

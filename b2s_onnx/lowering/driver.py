@@ -18,7 +18,7 @@ import onnx
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import TensorInfo, constant_values, infer_infos
-from b2s_onnx.graph.versions import choose_ir_version, resolve_opset
+from b2s_onnx.graph.versions import MIN_OPSET, choose_ir_version, default_opset, resolve_opset
 from b2s_onnx.graph.walk import (
     all_graphs,
     all_nodes,
@@ -146,7 +146,7 @@ class _Lowering:
             nodes, initializers = template.stamp(facts, self.names)
             out_shape = template.out_shape
         else:
-            emit = Emitter(self.names, facts.ref.name)
+            emit = Emitter(self.names, facts.ref.name, default_opset(self.model) or MIN_OPSET)
             RULES[node.op_type].lower(facts, emit, self.options)
             nodes, initializers, out_shape = emit.nodes, emit.initializers, facts.out_shape
             if key is not None:
