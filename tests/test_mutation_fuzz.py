@@ -28,7 +28,7 @@ import pytest
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
-from tests.ir_mutations import mutate_ir, mutate_onnx, tiny_models
+from tests.ir_mutations import IR_KINDS, ONNX_KINDS, mutate_ir, mutate_onnx, tiny_models
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "models"
 
@@ -42,6 +42,10 @@ SMALL_CORPUS = ("text-image-super-resolution-0001", "open-closed-eye-0001", "len
 THOROUGH = os.environ.get("B2S_HYPOTHESIS_PROFILE") == "thorough"
 MUTANTS = int(os.environ.get("B2S_FUZZ_MUTANTS", "100000" if THOROUGH else "0"))
 FIRST_SEED = int(os.environ.get("B2S_FUZZ_SEED", "0"))
+#: A different mutation mix (comma-separated kinds; a held-out run), e.g. "dim,edge,const".
+_MIX = [k for k in os.environ.get("B2S_FUZZ_KINDS", "").split(",") if k]
+IR_MIX = tuple(k for k in _MIX if k in IR_KINDS) or IR_KINDS
+ONNX_MIX = tuple(k for k in _MIX if k in ONNX_KINDS) or ONNX_KINDS
 #: Long runs over every corpus model, not just the small ones (slower per mutant).
 ALL_CORPUS = os.environ.get("B2S_FUZZ_ALL_CORPUS") == "1"
 #: CI: mutants per generated IR, per corpus model and per ONNX model.
@@ -275,7 +279,7 @@ def _ir_failures(seeds: dict, names: list[str], count: int, tmp_path: Path) -> l
     failures = []
     for index, seed in enumerate(_seeds(count)):
         name = names[index % len(names)]
-        mutant = mutate_ir(*seeds[name], seed)
+        mutant = mutate_ir(*seeds[name], seed, IR_MIX)
         tolerance = MODEL_TOLERANCE.get(name, TOLERANCE)
         problem = check_ir_mutant(tmp_path, mutant.xml, mutant.weights, seed, tolerance)
         _note(failures, index + 1, problem, f"{name} seed {seed} ({mutant.description})")
@@ -333,7 +337,7 @@ def test_many_onnx_mutants():
     models = onnx_seeds()
     failures = []
     for done, seed in enumerate(_seeds(MUTANTS), 1):
-        raw, described = mutate_onnx(models[seed % len(models)], seed)
+        raw, described = mutate_onnx(models[seed % len(models)], seed, ONNX_MIX)
         problem = check_onnx_mutant(raw)
         _note(failures, done, problem, f"model {seed % len(models)} seed {seed} ({described})")
     _report("onnx", failures)
