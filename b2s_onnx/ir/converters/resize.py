@@ -175,8 +175,12 @@ def interpolate4(ctx, layer, inputs):
         "coordinates": coordinates,
         "nearest_mode": nearest_mode,
         "cubic": layer.attrs["cube_coeff"],
-        "antialias": layer.attrs["antialias"],
+        # Anti-aliasing only shapes linear and cubic kernels (onnxruntime refuses it else).
+        "antialias": layer.attrs["antialias"] and onnx_mode in ("linear", "cubic"),
     }
+    given = ctx.value(sizes_in if calc == "sizes" else scales_in)
+    if given is not None and not (given.reshape(-1) > 0).all():
+        raise B2SError(f"{layer.where()}: {calc} {given.reshape(-1).tolist()} must be positive")
     if calc == "sizes":
         _resize(ctx, layer, data, axes, sizes=ctx.int64(sizes_in), **kwargs)
     else:
