@@ -176,3 +176,16 @@ def test_lowering_refuses_exactly_what_the_reference_refuses(data, op):
         return
     lowered = b2s_onnx.lower(single_op_model(op, shape, index=index))
     assert_same_bits(run_lowered(lowered, {"data": x}), expected)
+
+
+@pytest.mark.parametrize("where", ["input", "initializer"])
+def test_an_element_type_no_onnx_release_defines_is_refused(where):
+    """A corrupted type number (39) once surfaced as a KeyError inside onnx's helpers."""
+    model = onnx.ModelProto()
+    model.ParseFromString(VALID[0])
+    if where == "input":
+        model.graph.input[0].type.tensor_type.elem_type = 39
+    else:
+        model.graph.initializer[0].data_type = 39
+    with pytest.raises(B2SError, match="element type 39 is not an ONNX tensor type"):
+        b2s_onnx.lower(model)

@@ -146,3 +146,44 @@ def check_strings(model: onnx.ModelProto) -> None:
         raise B2SError(
             f"the model holds a name that is not valid UTF-8 ({bad!r}); is the file corrupted?"
         )
+
+
+def _known_element_types() -> frozenset[int]:
+    known = set()
+    for value in onnx.TensorProto.DataType.values():
+        try:
+            onnx.helper.tensor_dtype_to_np_dtype(value)
+        except (KeyError, ValueError):
+            continue
+        known.add(value)
+    return frozenset(known | {onnx.TensorProto.STRING})
+
+
+#: Element types onnx (and so every helper we call) has a numpy type for.
+KNOWN_ELEMENT_TYPES = _known_element_types()
+
+
+def _element_types(model: onnx.ModelProto) -> Iterator[tuple[int, str]]:
+    for graph in all_graphs(model.graph):
+        for value in (*graph.input, *graph.output, *graph.value_info):
+            if value.type.HasField("tensor_type"):
+                yield value.type.tensor_type.elem_type, f"tensor '{value.name}'"
+        for tensor in graph.initializer:
+            yield tensor.data_type, f"initializer '{tensor.name}'"
+        for sparse in graph.sparse_initializer:
+            yield sparse.values.data_type, f"sparse initializer '{sparse.values.name}'"
+        for node in graph.node:
+            for attr in node.attribute:
+                for tensor in (attr.t, *attr.tensors) if attr.HasField("t") else attr.tensors:
+                    yield tensor.data_type, f"node '{node.name}' attribute {attr.name}"
+
+
+def check_element_types(model: onnx.ModelProto) -> None:
+    """A corrupted file can carry an element-type number no onnx release defines; it would
+    surface as a KeyError deep inside onnx's helpers. Every declared type is checked once
+    here (0, 'undefined', is allowed where shapes are merely unknown)."""
+    from b2s_onnx.errors import B2SError
+
+    for elem_type, where in _element_types(model):
+        if elem_type != 0 and elem_type not in KNOWN_ELEMENT_TYPES:
+            raise B2SError(f"{where}: element type {elem_type} is not an ONNX tensor type")

@@ -15,7 +15,6 @@ from onnx import helper
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.converters.registry import prepare
 from b2s_onnx.ir.reader import Layer, topological_order
 from b2s_onnx.ir.weights import element_type, onnx_type
@@ -171,8 +170,7 @@ class Body:
                     )
                 continue
             self.ctx.assign_output_names(layer)
-            prepare(layer)
-            check_arity(layer)
+            prepare(layer, self.ctx.model.path)
         results = convert_layers(self.ctx, self.order)
         return {result.id: tensor for result, tensor in results}
 

@@ -108,6 +108,11 @@ class ConversionContext:
             self.shapes[name] = port.dims
 
     def out(self, layer: Layer, index: int = 0) -> str:
+        if index >= len(layer.outputs):
+            raise B2SError(
+                f"{layer.where()}: declares {len(layer.outputs)} output port(s); this op "
+                f"has output {index} too"
+            )
         return self.tensors[(layer.id, layer.outputs[index].id)]
 
     def is_read(self, layer: Layer, index: int) -> bool:

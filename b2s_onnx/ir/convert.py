@@ -30,9 +30,14 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.graph.walk import subgraphs, used_names
 from b2s_onnx.io import DEFAULT_EXTERNAL_THRESHOLD, save_model
+from b2s_onnx.ir.consistency import (  # noqa: F401 - ConversionMismatchError is public here
+    ConversionMismatchError,
+    check_declared_shapes,
+    computed_infos,
+    shape_disagreement,
+)
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters import find
-from b2s_onnx.ir.converters.arity import check_arity
 from b2s_onnx.ir.converters.registry import prepare, registration
 from b2s_onnx.ir.converters.schema import declared_only
 from b2s_onnx.ir.interface import input_type, output_type, symbolic_shape
@@ -43,6 +48,7 @@ from b2s_onnx.ir.weights import Weights, element_type, onnx_type, raw_bytes
 from b2s_onnx.ir.writer import PROTOBUF_LIMIT, save_with_late_tensors, stream_size
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
 from b2s_onnx.rewrites import RewriteReport, apply_rewrites
+from b2s_onnx.validation import conversion_blame, prove
 
 DEFAULT_OPSET = 18
 #: How quantized layers are written: onnxruntime's integer-kernel form, or float arithmetic.
@@ -52,10 +58,6 @@ UNSUPPORTED_DOMAIN = "org.openvinotoolkit.ir"
 #: Constants larger than this are not produced by folding (they would bloat the model).
 FOLD_LIMIT = 1 << 24
 _STRUCTURAL = ("Const", "Parameter", "Result")
-
-
-class ConversionMismatchError(RuntimeError):
-    """A converted tensor's shape differs from the IR's: a bug in a converter (exit 3)."""
 
 
 @dataclass
@@ -163,6 +165,20 @@ def _assemble(
         )
         late[tensor_name] = array
     return model, late
+
+
+def _with_zero_stubs(model: onnx.ModelProto, late: dict[str, np.ndarray]) -> onnx.ModelProto:
+    """A copy of ``model`` whose weight stubs hold zeros of their size: what the proof of
+    validity needs (types, shapes, bytes present), without copying the IR's weights."""
+    if not late:
+        return model
+    proof = onnx.ModelProto()
+    proof.CopyFrom(model)
+    for tensor in proof.graph.initializer:
+        array = late.get(tensor.name)
+        if array is not None and not tensor.raw_data:
+            tensor.raw_data = bytes(array.nbytes)
+    return proof
 
 
 def _attach(model: onnx.ModelProto, late: dict[str, np.ndarray]) -> None:
@@ -366,7 +382,9 @@ def _keep_as_custom(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> 
     )
 
 
-def _declare_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer]) -> None:
+def _declare_shapes(
+    model: onnx.ModelProto, ctx: ConversionContext, order: list[Layer], bin_path: Path | None
+) -> None:
     """Checks every converted shape against the IR's ports and writes the IR's shapes as
     value_info, so that a rank the IR states is known downstream even where ONNX shape
     inference cannot derive it (run-time shape arithmetic, custom nodes awaiting lowering).
@@ -382,7 +400,7 @@ def _declare_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[
             declared = port.dims
             found = infos.get(name)
             found_shape = found.shape if found is not None else None
-            _check_declared_shape(layer, index, declared, found_shape)
+            _check_declared_shape(ctx, layer, index, declared, found_shape, bin_path)
             if declared is None or name in boundary or name in ctx.constants:
                 continue
             if found_shape is not None and len(found_shape) == len(declared):
@@ -396,17 +414,40 @@ def _declare_shapes(model: onnx.ModelProto, ctx: ConversionContext, order: list[
     model.graph.value_info.extend(declared_infos)
 
 
-def _check_declared_shape(layer: Layer, index: int, declared, found) -> None:
+def _check_declared_shape(
+    ctx: ConversionContext, layer: Layer, index: int, declared, found, bin_path: Path | None
+) -> None:
+    """A converted shape that differs from the declared one is bad input when the IR
+    contradicts itself or OpenVINO (exit 2), else our bug (exit 3): see ``consistency``."""
     if declared is None or found is None:
         return
     if any(d is None for d in declared) or any(d is None for d in found):
         return
     if tuple(found) != tuple(declared):
-        raise ConversionMismatchError(
-            f"{layer.where()}: converted output {index} has shape {list(found)} "
-            f"but the IR declares {list(declared)}; this is a bug in b2s_onnx's "
-            f"{layer.type} converter, please report it"
-        )
+        raise shape_disagreement(ctx.model, layer, index, found, declared, bin_path)
+
+
+def _check_shapes(
+    model: onnx.ModelProto,
+    ctx: ConversionContext,
+    order: list[Layer],
+    bin_path: Path | None,
+    rewritten: Iterable[str],
+) -> None:
+    """The same check after lowering, where shape inference sees through the lowered
+    data-movement ops; tensors a rewrite changed (``rewritten``) no longer hold the layer's
+    value and are skipped."""
+    infos = computed_infos(model)
+    skipped = set(rewritten)
+    for layer in order:
+        if layer.type in _STRUCTURAL:
+            continue
+        for index, port in enumerate(layer.outputs):
+            name = ctx.out(layer, index)
+            found = infos.get(name)
+            if name in skipped or found is None:
+                continue
+            _check_declared_shape(ctx, layer, index, port.dims, found.shape, bin_path)
 
 
 def convert_layers(
@@ -464,6 +505,7 @@ def convert_ir_model(
     xml = Path(xml_path)
     ir: IRModel = read_ir_xml(xml)
     order = topological_order(ir)
+    check_declared_shapes(ir)
     unsupported = _unsupported(order)
     if unsupported and not keep_unsupported:
         listed = "; ".join(f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported)
@@ -487,8 +529,7 @@ def convert_ir_model(
     renamed = _reserve_result_tensors(ctx, order)
 
     for layer in order:
-        prepare(layer)
-        check_arity(layer)
+        prepare(layer, ir.path)
     ctx.weights = weights
     results = convert_layers(ctx, order, progress)
     if ctx.int8 == "qdq":
@@ -497,7 +538,7 @@ def convert_ir_model(
 
     model, late = _assemble(ctx, ir.name, graph_inputs, graph_outputs)
     model.doc_string = f"Converted from OpenVINO IR v{ir.version} '{xml.name}'"
-    _declare_shapes(model, ctx, order)
+    _declare_shapes(model, ctx, order, weights.path)
     unlowered = onnx.ModelProto()
     unlowered.CopyFrom(model)  # cheap: the large weights are not in it yet
     lowered = lower_model(
@@ -506,10 +547,15 @@ def convert_ir_model(
         domains=(DEFAULT_DOMAIN, *domains),
         options=replace(options or LoweringOptions(), fuse=fuse),
         in_place=True,
+        proven=False,
     )
     rewrites = lowered.rewrites
+    _check_shapes(lowered.model, ctx, order, weights.path, rewrites.absorbed)
     if fuse:
         rewrites.extend(apply_rewrites(lowered.model, late=late))
+    # Nothing invalid is returned or written: the final model must pass the checker and
+    # load in onnxruntime.
+    prove(_with_zero_stubs(lowered.model, late), conversion_blame(order, xml, weights.path))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     ports = build_port_map(ir, order, ctx.tensors, ctx.constants)
     # A rewritten tensor is gone, or (atrous fusion) keeps its name for another value: no

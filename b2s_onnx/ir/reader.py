@@ -51,7 +51,8 @@ class Layer:
     port_maps: dict[str, list[dict[str, str]]] = field(default_factory=dict)
 
     def where(self) -> str:
-        return f"layer {self.id} '{self.name}' ({self.type})"
+        """How messages name the layer: id, name, and type-version, as the IR spells them."""
+        return f"layer {self.id} '{self.name}' ({self.type}-{self.version})"
 
     def output_port(self, port_id: int) -> Port:
         for port in self.outputs:
@@ -188,14 +189,15 @@ def _read_network(
         if not layer_type:
             raise _fail(path, f"layer {layer_id} has no type")
         name = element.get("name") or f"{layer_type}_{layer_id}"
-        where = f"layer {layer_id} '{name}' ({layer_type})"
+        version = element.get("version", "opset1")
+        where = f"layer {layer_id} '{name}' ({layer_type}-{version})"
         data_element = element.find("data")
         data = dict(data_element.attrib) if data_element is not None else {}
         layers[layer_id] = Layer(
             id=layer_id,
             name=name,
             type=layer_type,
-            version=element.get("version", "opset1"),
+            version=version,
             data=data,
             inputs=_ports(element.find("input"), path, where),
             outputs=_ports(element.find("output"), path, where),

@@ -45,9 +45,11 @@ class NameAllocator:
 class Emitter:
     """Collects the nodes and initializers that replace one custom node."""
 
-    def __init__(self, names: NameAllocator, prefix: str) -> None:
+    def __init__(self, names: NameAllocator, prefix: str, opset: int = 14) -> None:
         self.names = names
         self.prefix = prefix
+        #: The target opset: Reshape's allowzero (a literal 0 size) needs 14.
+        self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[TensorProto] = []
         self._sizes: dict[tuple, str] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from b2s_onnx.errors import B2SError
 from b2s_onnx.lowering._emit import Emitter
 from b2s_onnx.lowering._planner import choose_plan, simplify
 from b2s_onnx.lowering._sizes import Size
@@ -70,5 +71,12 @@ def emit_movement(
         shape = emit.shape_vector(arg, f"{suffix}_shape")
         if emit.has_checks():
             shape = emit.gate(shape)
-        current = emit.node("Reshape", [current, shape], f"reshape_{suffix}", output=target)
+        # A 0 in a Reshape target means "copy that dim" unless allowzero (opset 14) is set;
+        # here every size is literal, so an empty tensor's 0 must stay a 0.
+        literal_zero = {"allowzero": 1} if any(s.static == 0 for s in arg) else {}
+        if literal_zero and emit.opset < 14:
+            raise B2SError(f"{emit.prefix}: moving an empty tensor needs target opset 14 or newer")
+        current = emit.node(
+            "Reshape", [current, shape], f"reshape_{suffix}", output=target, **literal_zero
+        )
     return current

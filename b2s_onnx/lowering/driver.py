@@ -18,10 +18,11 @@ import onnx
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import TensorInfo, constant_values, infer_infos
-from b2s_onnx.graph.versions import choose_ir_version, resolve_opset
+from b2s_onnx.graph.versions import MIN_OPSET, choose_ir_version, default_opset, resolve_opset
 from b2s_onnx.graph.walk import (
     all_graphs,
     all_nodes,
+    check_element_types,
     check_strings,
     defined_names,
     sort_topologically,
@@ -33,6 +34,7 @@ from b2s_onnx.lowering._emit import Emitter, NameAllocator
 from b2s_onnx.lowering._node import NodeFacts, check_arity, index_input, node_ref, read_attributes
 from b2s_onnx.lowering._options import LoweringOptions
 from b2s_onnx.lowering.registry import DEFAULT_DOMAINS, RULES
+from b2s_onnx.validation import checker_problem, lowering_blame, prove
 
 
 @dataclass(frozen=True)
@@ -146,7 +148,7 @@ class _Lowering:
             nodes, initializers = template.stamp(facts, self.names)
             out_shape = template.out_shape
         else:
-            emit = Emitter(self.names, facts.ref.name)
+            emit = Emitter(self.names, facts.ref.name, default_opset(self.model) or MIN_OPSET)
             RULES[node.op_type].lower(facts, emit, self.options)
             nodes, initializers, out_shape = emit.nodes, emit.initializers, facts.out_shape
             if key is not None:
@@ -263,12 +265,18 @@ def lower_model(
     domains: Iterable[str] = DEFAULT_DOMAINS,
     options: LoweringOptions | None = None,
     in_place: bool = False,
+    proven: bool = True,
 ) -> LoweringResult:
     """Lowers a copy of ``model`` (the input is never modified), or, with ``in_place``, the
-    model itself, which keeps memory near the model's size for very large models."""
+    model itself, which keeps memory near the model's size for very large models.
+    ``proven``: the result passes onnx's checker and loads in onnxruntime, or this raises
+    (callers that prove the result themselves, with better names, turn it off)."""
     if not isinstance(model, onnx.ModelProto):
         raise TypeError(f"expected onnx.ModelProto, got {type(model).__name__}")
     check_strings(model)
+    check_element_types(model)
+    if proven:  # judged before lowering: with in_place the input is about to change
+        blame, tolerated = lowering_blame(model), checker_problem(model)
     if in_place:
         work = model
     else:
@@ -299,4 +307,6 @@ def lower_model(
     if options.fuse:
         rewrites.extend(apply_rewrites(work, AFTER_LOWERING_REWRITES))
     work.ir_version = choose_ir_version(work)
+    if proven:
+        prove(work, blame, tolerated)
     return LoweringResult(work, lowering.lowered, rewrites)

@@ -184,13 +184,8 @@ def ir_cases() -> list[tuple[str, str, bytes | None, str, str]]:
         ),
         (
             "absurd_input_for_check",
-            tiny(
-                optype="ReLU",
-                attrs="",
-                second="",
-                edge1="",
-                shape="1000000,1000000",
-                dims="<dim>1000000</dim><dim>1000000</dim>",
+            tiny(optype="ReLU", attrs="", second="", edge1="", shape="1000000,1000000").replace(
+                "<dim>2</dim><dim>3</dim>", "<dim>1000000</dim><dim>1000000</dim>"
             ),
             WEIGHTS,
             "check",
@@ -200,7 +195,13 @@ def ir_cases() -> list[tuple[str, str, bytes | None, str, str]]:
         ("bin_shorter_than_offset_plus_size", valid, WEIGHTS[:8], "convert", "lie past the end"),
         ("bin_size_not_matching_shape", tiny(size=8), WEIGHTS, "convert", "does not match shape"),
         ("bin_offset_past_end", tiny(offset=4096), WEIGHTS, "convert", "lie past the end"),
-        ("bin_negative_offset", tiny(offset=-4), WEIGHTS, "convert", "negative offset"),
+        (
+            "bin_negative_offset",
+            tiny(offset=-4),
+            WEIGHTS,
+            "convert",
+            "attribute offset='-4': must be >= 0",
+        ),
     ]
 
 

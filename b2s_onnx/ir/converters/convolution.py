@@ -6,25 +6,106 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters._attrs import choice, flag, ints
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, ElementType, Int, Ints
 from b2s_onnx.ir.reader import Layer
 
 _AUTO_PAD = {"same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER", "valid": "VALID"}
+AUTO_PAD = Choice(
+    allowed=("explicit", "notset", "same_upper", "same_lower", "valid"), default="explicit"
+)
+#: Convolution-1 and GroupConvolution-1 (OpenVINO spec): every attribute is required.
+CONVOLUTION = {
+    "strides": Ints(required=True, length=SPATIAL, minimum=1),
+    "dilations": Ints(required=True, length=SPATIAL, minimum=1),
+    "pads_begin": Ints(required=True, length=SPATIAL, minimum=0),
+    "pads_end": Ints(required=True, length=SPATIAL, minimum=0),
+    "auto_pad": AUTO_PAD,
+}
+#: The transposed forms: pads and output_padding default to zeros.
+BACKPROP = {
+    "strides": Ints(required=True, length=SPATIAL, minimum=1),
+    "dilations": Ints(required=True, length=SPATIAL, minimum=1),
+    "pads_begin": Ints(length=SPATIAL, minimum=0),
+    "pads_end": Ints(length=SPATIAL, minimum=0),
+    "auto_pad": AUTO_PAD,
+    "output_padding": Ints(length=SPATIAL, minimum=0),
+}
+_POOL = {
+    "strides": Ints(required=True, length=SPATIAL, minimum=1),
+    "pads_begin": Ints(required=True, length=SPATIAL, minimum=0),
+    "pads_end": Ints(required=True, length=SPATIAL, minimum=0),
+    "kernel": Ints(required=True, length=SPATIAL, minimum=1),
+    "auto_pad": AUTO_PAD,
+}
+_ROUNDING = Choice(allowed=("floor", "ceil"), default="floor")
+_ROUNDING_14 = Choice(allowed=("floor", "ceil", "ceil_torch"), default="floor")
+MAX_POOL_1 = {**_POOL, "rounding_type": _ROUNDING}
+MAX_POOL_8 = {
+    **_POOL,
+    "rounding_type": _ROUNDING,
+    "dilations": Ints(length=SPATIAL, minimum=1),
+    "index_element_type": ElementType(allowed=("i32", "i64"), default="i64"),
+    "axis": Int(default=0),
+}
+MAX_POOL_14 = {**MAX_POOL_8, "rounding_type": _ROUNDING_14}
+AVG_POOL_1 = {**_POOL, "rounding_type": _ROUNDING, "exclude-pad": Bool(required=True)}
+AVG_POOL_14 = {**AVG_POOL_1, "rounding_type": _ROUNDING_14}
 
 
 def _padding(layer: Layer, spatial: int) -> dict:
     """ONNX padding attributes from OpenVINO's auto_pad / pads_begin / pads_end."""
-    auto_pad = layer.data.get("auto_pad", "explicit").strip().lower() or "explicit"
+    auto_pad = layer.attrs["auto_pad"]
     if auto_pad in _AUTO_PAD:
         return {"auto_pad": _AUTO_PAD[auto_pad]}
-    if auto_pad not in ("explicit", "notset"):
-        raise B2SError(f"{layer.where()}: auto_pad='{auto_pad}' is not supported")
-    begin = ints(layer, "pads_begin", "0," * spatial)
-    end = ints(layer, "pads_end", "0," * spatial)
+    begin = layer.attrs["pads_begin"] or [0] * spatial
+    end = layer.attrs["pads_end"] or [0] * spatial
     if len(begin) != spatial or len(end) != spatial:
         raise B2SError(f"{layer.where()}: pads_begin/pads_end need {spatial} values")
     return {"pads": begin + end}
+
+
+def _without_dilated_same(ctx, layer, data, kernel, strides, dilations, padding) -> dict:
+    """onnxruntime refuses SAME auto-padding with dilations at run time, so those pads are
+    computed here from the static spatial sizes, as OpenVINO computes them."""
+    mode = padding.get("auto_pad")
+    if mode not in ("SAME_UPPER", "SAME_LOWER") or all(d == 1 for d in dilations):
+        return padding
+    shape = ctx.shape(data)
+    sizes = None if shape is None else shape[2:]
+    if sizes is None or any(s is None for s in sizes) or any(k is None for k in kernel):
+        raise B2SError(f"{layer.where()}: dilated {mode.lower()} padding needs static sizes")
+    begins, ends = [], []
+    for size, k, stride, dilation in zip(sizes, kernel, strides, dilations, strict=True):
+        out = -(-size // stride)
+        total = max(0, (out - 1) * stride + (k - 1) * dilation + 1 - size)
+        front = total // 2 if mode == "SAME_UPPER" else total - total // 2
+        begins.append(front)
+        ends.append(total - front)
+    return {"pads": begins + ends}
+
+
+def _kernel(ctx, weights: str, spatial: int) -> list[int | None]:
+    shape = ctx.shape(weights)
+    return [None] * spatial if shape is None else list(shape[-spatial:])
+
+
+def _spatial_lists(layer: Layer, spatial: int, *keys: str) -> list[list[int]]:
+    """The attributes ``keys`` (one value per spatial axis), 1s where absent; refused when
+    the data's rank (known only at conversion when the IR omits it) does not fit them."""
+    values = []
+    for key in keys:
+        value = layer.attrs[key]
+        if value is None:
+            value = [1] * spatial
+        if len(value) != spatial:
+            shown = ",".join(map(str, value))
+            raise B2SError(
+                f"{layer.where()}: attribute {key}='{shown}': needs {spatial} value(s), one "
+                "per spatial axis of input 0"
+            )
+        values.append(value)
+    return values
 
 
 def _spatial(ctx: ConversionContext, layer: Layer, data: str) -> int:
@@ -48,39 +129,59 @@ def _grouped_weights(
     ), groups
 
 
-@converts("Convolution", (1,))
-def convolution(ctx, layer, inputs):
+def _conv_spatial(ctx, layer, inputs) -> int:
+    """The spatial rank, which the data and the weights must agree on (1-D to 3-D)."""
     spatial = _spatial(ctx, layer, inputs[0])
+    weights = ctx.shape(inputs[1])
+    if spatial < 1 or (weights is not None and len(weights) - 2 not in (spatial, spatial + 1)):
+        raise B2SError(
+            f"{layer.where()}: data of rank {spatial + 2} and weights of rank "
+            f"{'?' if weights is None else len(weights)} do not form a convolution"
+        )
+    return spatial
+
+
+@converts("Convolution", (1,), inputs=(2, 2), attrs=CONVOLUTION)
+def convolution(ctx, layer, inputs):
+    spatial = _conv_spatial(ctx, layer, inputs)
+    strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
+    kernel = _kernel(ctx, inputs[1], spatial)
+    padding = _padding(layer, spatial)
     ctx.one(
         "Conv",
         inputs[:2],
         ctx.out(layer),
-        strides=ints(layer, "strides"),
-        dilations=ints(layer, "dilations"),
-        **_padding(layer, spatial),
+        strides=strides,
+        dilations=dilations,
+        **_without_dilated_same(ctx, layer, inputs[0], kernel, strides, dilations, padding),
     )
 
 
-@converts("GroupConvolution", (1,))
+@converts("GroupConvolution", (1,), inputs=(2, 2), attrs=CONVOLUTION)
 def group_convolution(ctx, layer, inputs):
-    spatial = _spatial(ctx, layer, inputs[0])
+    spatial = _conv_spatial(ctx, layer, inputs)
+    strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
+    kernel = _kernel(ctx, inputs[1], spatial)
+    padding = _padding(layer, spatial)
     weights, groups = _grouped_weights(ctx, layer, inputs[1], transposed=False)
     ctx.one(
         "Conv",
         [inputs[0], weights],
         ctx.out(layer),
         group=groups,
-        strides=ints(layer, "strides"),
-        dilations=ints(layer, "dilations"),
-        **_padding(layer, spatial),
+        strides=strides,
+        dilations=dilations,
+        **_without_dilated_same(ctx, layer, inputs[0], kernel, strides, dilations, padding),
     )
 
 
 def _transposed(ctx, layer, inputs, weights, groups):
-    spatial = _spatial(ctx, layer, inputs[0])
-    strides, dilations = ints(layer, "strides"), ints(layer, "dilations")
+    spatial = _conv_spatial(ctx, layer, inputs)
+    strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
     attrs = {"strides": strides, "dilations": dilations, "group": groups}
-    output_padding = ints(layer, "output_padding", "") or [0] * spatial
+    output_padding = layer.attrs["output_padding"] or [0] * spatial
+    if len(output_padding) != spatial:
+        raise B2SError(f"{layer.where()}: output_padding needs {spatial} values")
     if len(inputs) > 2:
         attrs["pads"] = _pads_for_output_shape(
             ctx, layer, inputs, weights, strides, dilations, output_padding
@@ -100,8 +201,13 @@ def _pads_for_output_shape(ctx, layer, inputs, weights, strides, dilations, outp
     out_spatial = ctx.require_value(layer, inputs[2], "output_shape").reshape(-1)
     if in_shape is None or w_shape is None or any(d is None for d in [*in_shape, *w_shape]):
         raise B2SError(f"{layer.where()}: output_shape needs static input and weight shapes")
-    auto_pad = layer.data.get("auto_pad", "explicit").strip().lower()
-    given = ints(layer, "pads_begin", "0," * len(out_spatial))
+    if len(out_spatial) != len(strides):
+        raise B2SError(
+            f"{layer.where()}: output_shape has {len(out_spatial)} values, the data "
+            f"{len(strides)} spatial axes"
+        )
+    auto_pad = layer.attrs["auto_pad"]
+    given = layer.attrs["pads_begin"] or [0] * len(out_spatial)
     begins, ends = [], []
     for i, out in enumerate(out_spatial):
         total = (
@@ -122,12 +228,12 @@ def _pads_for_output_shape(ctx, layer, inputs, weights, strides, dilations, outp
     return begins + ends
 
 
-@converts("ConvolutionBackpropData", (1,))
+@converts("ConvolutionBackpropData", (1,), inputs=(2, 3), attrs=BACKPROP)
 def convolution_backprop_data(ctx, layer, inputs):
     _transposed(ctx, layer, inputs, inputs[1], 1)
 
 
-@converts("GroupConvolutionBackpropData", (1,))
+@converts("GroupConvolutionBackpropData", (1,), inputs=(2, 3), attrs=BACKPROP)
 def group_convolution_backprop_data(ctx, layer, inputs):
     weights, groups = _grouped_weights(ctx, layer, inputs[1], transposed=True)
     _transposed(ctx, layer, inputs, weights, groups)
@@ -135,25 +241,40 @@ def group_convolution_backprop_data(ctx, layer, inputs):
 
 def _pool_attrs(ctx, layer, data) -> dict:
     spatial = _spatial(ctx, layer, data)
-    rounding = choice(layer, "rounding_type", ("floor", "ceil", "ceil_torch"), "floor")
+    if spatial < 1:
+        raise B2SError(f"{layer.where()}: pooling needs data of rank 3 or more")
+    rounding = layer.attrs["rounding_type"]
     if rounding == "ceil_torch":
         raise B2SError(f"{layer.where()}: rounding_type='ceil_torch' is not supported")
-    attrs = {
-        "kernel_shape": ints(layer, "kernel"),
-        "strides": ints(layer, "strides"),
-        **_padding(layer, spatial),
-    }
+    kernel, strides = _spatial_lists(layer, spatial, "kernel", "strides")
+    padding = _padding(layer, spatial)
+    pads = padding.get("pads", [])
+    if any(pad >= size for pad, size in zip(pads, kernel + kernel, strict=False)):
+        raise B2SError(
+            f"{layer.where()}: pads {pads} must be smaller than the kernel {kernel} on every axis"
+        )
+    attrs = {"kernel_shape": kernel, "strides": strides, **padding}
     if rounding == "ceil":
         attrs["ceil_mode"] = 1
     return attrs
 
 
-@converts("MatMul", (1,))
+def _consumed(ctx: ConversionContext, layer: Layer, index: int) -> bool:
+    port = layer.outputs[index].id
+    return any(source == (layer.id, port) for source in ctx.model.sources.values())
+
+
+@converts(
+    "MatMul",
+    (1,),
+    inputs=(2, 2),
+    attrs={"transpose_a": Bool(default=False), "transpose_b": Bool(default=False)},
+)
 def matmul(ctx, layer, inputs):
     operands = []
     for tensor, key in zip(inputs, ("transpose_a", "transpose_b"), strict=True):
         rank = ctx.rank(layer, tensor)
-        if flag(layer, key, False) and rank >= 2:
+        if layer.attrs[key] and rank >= 2:
             perm = [*range(rank - 2), rank - 1, rank - 2]
             value = ctx.value(tensor)
             tensor = (

@@ -10,12 +10,51 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters._attrs import flag, floats, number
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Bool, Float, Floats
 from b2s_onnx.ir.reader import Layer
 
 #: Prior boxes are computed here: refuse grids whose output would be absurdly large.
 MAX_PRIOR_VALUES = 1 << 26
+#: Sizes of the priors are computed here too: refuse ones no image has.
+MAX_PRIOR_SIZE = 1e6
+
+_VARIANCE = Floats(minimum=0)
+PRIOR_BOX_CLUSTERED = {
+    "width": Floats(default=[1.0], minimum=0, maximum=MAX_PRIOR_SIZE),
+    "height": Floats(default=[1.0], minimum=0, maximum=MAX_PRIOR_SIZE),
+    "clip": Bool(default=True),
+    "offset": Float(required=True),
+    "variance": _VARIANCE,
+    "img_w": Float(default=0.0, minimum=0),
+    "img_h": Float(default=0.0, minimum=0),
+    "step": Float(default=0.0, minimum=0),
+    "step_w": Float(default=0.0, minimum=0),
+    "step_h": Float(default=0.0, minimum=0),
+}
+_SIZES = Floats(default=[], minimum=0, maximum=MAX_PRIOR_SIZE)
+PRIOR_BOX_1 = {
+    "min_size": _SIZES,
+    "max_size": _SIZES,
+    "aspect_ratio": Floats(default=[], minimum=0, maximum=MAX_PRIOR_SIZE),
+    "flip": Bool(default=False),
+    "clip": Bool(default=False),
+    "step": Float(default=0.0),
+    "offset": Float(required=True),
+    "variance": _VARIANCE,
+    "scale_all_sizes": Bool(default=True),
+    "fixed_ratio": Floats(default=[], minimum=0, maximum=MAX_PRIOR_SIZE),
+    "fixed_size": _SIZES,
+    "density": Floats(default=[], minimum=0, maximum=1024),
+}
+PRIOR_BOX_8 = {**PRIOR_BOX_1, "min_max_aspect_ratios_order": Bool(default=True)}
+
+
+def _variance(layer: Layer) -> list[float]:
+    variance = layer.attrs["variance"] or [0.1]
+    if len(variance) not in (1, 4):
+        raise B2SError(f"{layer.where()}: attribute variance needs 1 or 4 values")
+    return variance
 
 
 def _sizes(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> tuple[int, int, int, int]:
@@ -37,19 +76,17 @@ def prior_box_clustered(
     layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: int
 ) -> np.ndarray:
     """[2, 4 * H * W * P]: boxes (xmin, ymin, xmax, ymax per prior), then their variances."""
-    widths = floats(layer, "width", "1.0")
-    heights = floats(layer, "height", "1.0")
+    attrs = layer.attrs
+    widths, heights = attrs["width"], attrs["height"]
     if len(widths) != len(heights):
         raise B2SError(f"{layer.where()}: width and height need the same number of values")
-    clip = flag(layer, "clip", True)
-    offset = number(layer, "offset")
-    variance = floats(layer, "variance", "") or [0.1]
-    if len(variance) not in (1, 4):
-        raise B2SError(f"{layer.where()}: variance needs 1 or 4 values")
-    img_w = number(layer, "img_w", 0.0) or float(image_w)
-    img_h = number(layer, "img_h", 0.0) or float(image_h)
-    step = number(layer, "step", 0.0)
-    step_w, step_h = number(layer, "step_w", 0.0), number(layer, "step_h", 0.0)
+    clip = attrs["clip"]
+    offset = attrs["offset"]
+    variance = _variance(layer)
+    img_w = attrs["img_w"] or float(image_w)
+    img_h = attrs["img_h"] or float(image_h)
+    step = attrs["step"]
+    step_w, step_h = attrs["step_w"], attrs["step_h"]
     if step_w == 0 and step_h == 0:
         step_w = step_h = step
     if step_w == 0 and step_h == 0:
@@ -74,7 +111,7 @@ def prior_box_clustered(
     return np.stack([boxes.reshape(-1), variances.reshape(-1)]).astype(f32)
 
 
-@converts("PriorBoxClustered", (1,))
+@converts("PriorBoxClustered", (1,), inputs=(2, 2), attrs=PRIOR_BOX_CLUSTERED)
 def prior_box_clustered_layer(ctx, layer, inputs):
     value = prior_box_clustered(layer, *_sizes(ctx, layer, inputs))
     ctx.add_constant(ctx.out(layer), value)
@@ -82,11 +119,13 @@ def prior_box_clustered_layer(ctx, layer, inputs):
 
 def _aspect_ratios(layer: Layer) -> list[float]:
     ratios = [1.0]
-    for ratio in floats(layer, "aspect_ratio", ""):
+    for ratio in layer.attrs["aspect_ratio"]:
+        if ratio <= 0:
+            raise B2SError(f"{layer.where()}: attribute aspect_ratio has {ratio:g}, not positive")
         if any(abs(ratio - seen) < 1e-6 for seen in ratios):
             continue
         ratios.append(ratio)
-        if flag(layer, "flip", False):
+        if layer.attrs["flip"]:
             ratios.append(1.0 / ratio)
     return ratios
 
@@ -95,20 +134,21 @@ def prior_box(layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: i
     """PriorBox-1/8: [2, 4 * H * W * P], OpenVINO's prior order and float32 arithmetic."""
     f32 = np.float32
     ratios = _aspect_ratios(layer)
-    variance = floats(layer, "variance", "") or [0.1]
-    if len(variance) not in (1, 4):
-        raise B2SError(f"{layer.where()}: variance needs 1 or 4 values")
-    step = number(layer, "step", 0.0)
-    offset = number(layer, "offset", 0.0)
-    min_sizes = floats(layer, "min_size", "")
-    max_sizes = floats(layer, "max_size", "")
-    fixed_sizes = floats(layer, "fixed_size", "")
-    fixed_ratios = floats(layer, "fixed_ratio", "")
-    densities = floats(layer, "density", "")
-    scale_all = flag(layer, "scale_all_sizes", True)
-    min_max_order = flag(layer, "min_max_aspect_ratios_order", True)
+    attrs = layer.attrs
+    variance = _variance(layer)
+    step = attrs["step"]
+    offset = attrs["offset"]
+    min_sizes = attrs["min_size"]
+    max_sizes = attrs["max_size"]
+    fixed_sizes = attrs["fixed_size"]
+    fixed_ratios = attrs["fixed_ratio"]
+    densities = attrs["density"]
+    scale_all = attrs["scale_all_sizes"]
+    min_max_order = attrs["min_max_aspect_ratios_order"] if layer.version == "opset8" else True
     if fixed_sizes and len(densities) < len(fixed_sizes):
         raise B2SError(f"{layer.where()}: density needs one value per fixed_size")
+    if any(ratio <= 0 for ratio in fixed_ratios):
+        raise B2SError(f"{layer.where()}: attribute fixed_ratio values must be positive")
     if not scale_all:  # MXNet-style priors: sizes and step relative to the image height
         step = f32(image_h) / f32(layer_h) if step == -1 else f32(step) * f32(image_h)
         min_sizes = [f32(s) * f32(image_h) for s in min_sizes]
@@ -198,13 +238,14 @@ def prior_box(layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: i
             max_prior()
 
     boxes = np.stack(priors, axis=2)  # [H, W, P, 4]
-    if flag(layer, "clip", False):
+    if attrs["clip"]:
         boxes = np.clip(boxes, f32(0), f32(1))
     variances = np.broadcast_to(np.asarray(variance * (4 // len(variance)), f32), boxes.shape)
     return np.stack([boxes.reshape(-1), variances.reshape(-1)]).astype(f32)
 
 
-@converts("PriorBox", (1, 8))
+@converts("PriorBox", (1,), inputs=(2, 2), attrs=PRIOR_BOX_1)
+@converts("PriorBox", (8,), inputs=(2, 2), attrs=PRIOR_BOX_8)
 def prior_box_layer(ctx, layer, inputs):
     value = prior_box(layer, *_sizes(ctx, layer, inputs))
     declared = layer.outputs[0].dims

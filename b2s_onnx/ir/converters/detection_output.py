@@ -21,14 +21,32 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters._attrs import flag, integer, ints, number
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Int, Ints
 from b2s_onnx.ir.reader import Layer
 
 _CODES = {
     "caffe.priorboxparameter.center_size": "center_size",
     "caffe.priorboxparameter.corner": "corner",
 }
+DETECTION_OUTPUT_8 = {
+    "background_label_id": Int(default=0),
+    "top_k": Int(default=-1, minimum=-1),
+    "variance_encoded_in_target": Bool(default=False),
+    "keep_top_k": Ints(required=True, minimum=-1),
+    "code_type": Choice(allowed=tuple(_CODES), default="caffe.priorboxparameter.corner"),
+    "share_location": Bool(default=True),
+    "nms_threshold": Float(required=True, minimum=0),
+    "confidence_threshold": Float(default=0.0),
+    "clip_after_nms": Bool(default=False),
+    "clip_before_nms": Bool(default=False),
+    "decrease_label_id": Bool(default=False),
+    "normalized": Bool(default=False),
+    "input_height": Int(default=1, minimum=1),
+    "input_width": Int(default=1, minimum=1),
+    "objectness_score": Float(default=0.0),
+}
+DETECTION_OUTPUT_1 = {**DETECTION_OUTPUT_8, "num_classes": Int(required=True, minimum=1)}
 
 
 def _static(ctx: ConversionContext, layer: Layer, tensor: str) -> tuple[int, ...]:
@@ -102,31 +120,35 @@ def _decode(ctx, layer, loc, priors, images, num_priors, code, encoded):
             ctx.one("Add", [box_cy, half_h]),
         ]
     decoded = ctx.one("Concat", parts, axis=2)
-    if flag(layer, "clip_before_nms", False):
+    if layer.attrs["clip_before_nms"]:
         decoded = ctx.one("Clip", [decoded, _f32(ctx, "zero", 0.0), _f32(ctx, "one", 1.0)])
     return decoded
 
 
-@converts("DetectionOutput", (1, 8))
+@converts("DetectionOutput", (1,), inputs=(3, 5), attrs=DETECTION_OUTPUT_1)
+@converts("DetectionOutput", (8,), inputs=(3, 5), attrs=DETECTION_OUTPUT_8)
 def detection_output(ctx, layer, inputs):
+    attrs = layer.attrs
     _require(layer, len(inputs) == 3, f"{len(inputs)} inputs (ARM refinement)")
-    _require(layer, flag(layer, "share_location", True), "share_location=false")
-    _require(layer, flag(layer, "normalized", False), "normalized=false")
-    _require(layer, not flag(layer, "decrease_label_id", False), "decrease_label_id=true")
-    code = _CODES.get(layer.data.get("code_type", "caffe.PriorBoxParameter.CORNER").lower())
-    _require(layer, code is not None, f"code_type={layer.data.get('code_type')}")
+    _require(layer, attrs["share_location"], "share_location=false")
+    _require(layer, attrs["normalized"], "normalized=false")
+    _require(layer, not attrs["decrease_label_id"], "decrease_label_id=true")
+    code = _CODES[attrs["code_type"]]
     loc, conf, priors = inputs
     images, loc_size = _static(ctx, layer, loc)
     num_priors = loc_size // 4
-    num_classes = (
-        integer(layer, "num_classes")
-        if layer.version == "opset1"
-        else _static(ctx, layer, conf)[1] // num_priors
+    _require(layer, num_priors > 0 and loc_size % 4 == 0, f"{loc_size} location values")
+    conf_shape = _static(ctx, layer, conf)
+    num_classes = attrs["num_classes"] if layer.version == "opset1" else conf_shape[1] // num_priors
+    _require(
+        layer,
+        len(conf_shape) == 2 and conf_shape[1] == num_classes * num_priors,
+        f"confidences {list(conf_shape)} for {num_classes} classes x {num_priors} priors",
     )
-    background = integer(layer, "background_label_id", 0)
-    top_k = integer(layer, "top_k", -1)
-    keep_top_k = (ints(layer, "keep_top_k", "-1") or [-1])[0]
-    threshold = number(layer, "confidence_threshold", 0.0)
+    background = attrs["background_label_id"]
+    top_k = attrs["top_k"]
+    keep_top_k = (attrs["keep_top_k"] or [-1])[0]
+    threshold = attrs["confidence_threshold"]
     out_rows = _static(ctx, layer, ctx.out(layer))[2]
     labels = [c for c in range(num_classes) if c != background]
     fg = len(labels)
@@ -140,7 +162,7 @@ def detection_output(ctx, layer, inputs):
         images,
         num_priors,
         code,
-        flag(layer, "variance_encoded_in_target", False),
+        attrs["variance_encoded_in_target"],
     )
     scores = ctx.one(
         "Transpose",
@@ -171,7 +193,7 @@ def detection_output(ctx, layer, inputs):
             nms_boxes,
             nms_scores,
             _i64(ctx, "max_out", [per_class]),
-            _f32(ctx, "iou", [number(layer, "nms_threshold")]),
+            _f32(ctx, "iou", [attrs["nms_threshold"]]),
             _f32(ctx, "score", [threshold]),
         ],
     )
@@ -244,7 +266,7 @@ def detection_output(ctx, layer, inputs):
         [boxes, ctx.one("Unsqueeze", [prior_ids, _i64(ctx, "last_axis", [2])])],
         batch_dims=1,
     )  # [N, keep, 4]
-    if flag(layer, "clip_after_nms", False):
+    if attrs["clip_after_nms"]:
         row_boxes = ctx.one("Clip", [row_boxes, _f32(ctx, "zero2", 0.0), _f32(ctx, "one2", 1.0)])
     image_ids = ctx.one(
         "Expand",

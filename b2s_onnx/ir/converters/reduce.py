@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto
 
+from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
-from b2s_onnx.ir.converters._attrs import choice, flag, integer, ints, number
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType, Float, Ints
 from b2s_onnx.ir.reader import Layer
 
 REDUCE = {
@@ -21,15 +22,26 @@ REDUCE = {
 }
 
 
+KEEP_DIMS = {"keep_dims": Bool(default=False)}
+
+
 def _axes(ctx: ConversionContext, layer: Layer, tensor: str, data: str) -> list[int]:
     rank = ctx.rank(layer, data)
     values = ctx.require_value(layer, tensor, "axes").reshape(-1)
-    return sorted({int(a) + rank if int(a) < 0 else int(a) for a in values})
+    return _normalized_axes(layer, [int(a) for a in values], rank)
+
+
+def _normalized_axes(layer: Layer, values: list[int], rank: int) -> list[int]:
+    """Axes in [-rank, rank - 1] made non-negative; refused by name when out of range."""
+    bad = [a for a in values if not -rank <= a < rank]
+    if bad:
+        raise B2SError(f"{layer.where()}: axes {values} out of range for rank {rank}")
+    return sorted({a + rank if a < 0 else a for a in values})
 
 
 def _reduce(ctx, layer, inputs):
     axes = _axes(ctx, layer, inputs[1], inputs[0])
-    keep = flag(layer, "keep_dims", False)
+    keep = layer.attrs["keep_dims"]
     if not axes:  # OpenVINO: no axes means no reduction at all
         ctx.one("Identity", inputs[:1], ctx.out(layer))
         return
@@ -37,14 +49,19 @@ def _reduce(ctx, layer, inputs):
 
 
 for _type in REDUCE:
-    converts(_type, (4,) if _type in ("ReduceL1", "ReduceL2") else (1,))(_reduce)
+    converts(
+        _type,
+        (4,) if _type in ("ReduceL1", "ReduceL2") else (1,),
+        inputs=(2, 2),
+        attrs=KEEP_DIMS,
+    )(_reduce)
 
 
-@converts("ReduceLogicalAnd", (1,))
-@converts("ReduceLogicalOr", (1,))
+@converts("ReduceLogicalAnd", (1,), inputs=(2, 2), attrs=KEEP_DIMS)
+@converts("ReduceLogicalOr", (1,), inputs=(2, 2), attrs=KEEP_DIMS)
 def reduce_logical(ctx, layer, inputs):
     axes = _axes(ctx, layer, inputs[1], inputs[0])
-    keep = flag(layer, "keep_dims", False)
+    keep = layer.attrs["keep_dims"]
     if not axes:
         ctx.one("Identity", inputs[:1], ctx.out(layer))
         return
@@ -72,55 +89,95 @@ def _mvn(ctx, layer, data, axes, normalize_variance, eps, inside_sqrt):
     ctx.one("Div", [centered, denominator], ctx.out(layer))
 
 
-@converts("MVN", (6,))
+@converts(
+    "MVN",
+    (6,),
+    inputs=(2, 2),
+    attrs={
+        "normalize_variance": Bool(required=True),
+        "eps": Float(required=True, minimum=0),
+        "eps_mode": Choice(required=True, allowed=("inside_sqrt", "outside_sqrt")),
+    },
+)
 def mvn6(ctx, layer, inputs):
     axes = _axes(ctx, layer, inputs[1], inputs[0])
-    mode = choice(layer, "eps_mode", ("inside_sqrt", "outside_sqrt"))
+    mode = layer.attrs["eps_mode"]
     _mvn(
         ctx,
         layer,
         inputs[0],
         axes,
-        flag(layer, "normalize_variance"),
-        number(layer, "eps"),
+        layer.attrs["normalize_variance"],
+        layer.attrs["eps"],
         mode == "inside_sqrt",
     )
 
 
-@converts("MVN", (2,))
+@converts(
+    "MVN",
+    (2,),
+    inputs=(1, 1),
+    attrs={
+        "across_channels": Bool(default=False),
+        "reduction_axes": Ints(unique=True),
+        "normalize_variance": Bool(default=True),
+        "eps": Float(required=True, minimum=0),
+    },
+)
 def mvn1(ctx, layer, inputs):
     rank = ctx.rank(layer, inputs[0])
-    if "reduction_axes" in layer.data:
-        axes = ints(layer, "reduction_axes")
+    axes = layer.attrs["reduction_axes"]
+    if axes is not None:
+        axes = _normalized_axes(layer, axes, rank)
     else:
-        axes = list(range(1 if flag(layer, "across_channels", False) else 2, rank))
+        axes = list(range(1 if layer.attrs["across_channels"] else 2, rank))
+    if not axes:
+        raise B2SError(f"{layer.where()}: no axes to normalise over (rank {rank})")
     _mvn(
         ctx,
         layer,
         inputs[0],
         axes,
-        flag(layer, "normalize_variance", True),
-        number(layer, "eps"),
+        layer.attrs["normalize_variance"],
+        layer.attrs["eps"],
         False,
     )
 
 
-@converts("NormalizeL2", (1,))
+@converts(
+    "NormalizeL2",
+    (1,),
+    inputs=(2, 2),
+    attrs={
+        "eps": Float(required=True, minimum=0),
+        "eps_mode": Choice(required=True, allowed=("add", "max")),
+    },
+)
 def normalize_l2(ctx, layer, inputs):
     data = inputs[0]
     axes = _axes(ctx, layer, inputs[1], data)
-    mode = choice(layer, "eps_mode", ("add", "max"))
+    mode = layer.attrs["eps_mode"]
     squares = ctx.reduce("ReduceSum", ctx.one("Mul", [data, data]), axes, True)
-    epsilon = _const_like(ctx, "eps", number(layer, "eps"), data)
+    epsilon = _const_like(ctx, "eps", layer.attrs["eps"], data)
     combined = ctx.one("Add" if mode == "add" else "Max", [squares, epsilon])
     ctx.one("Div", [data, ctx.one("Sqrt", [combined])], ctx.out(layer))
 
 
-@converts("SoftMax", (1, 8))
+#: SoftMax-1 without ``axis`` normalises axis 0 in OpenVINO (measured), not the spec's 1.
+@converts("SoftMax", (1,), inputs=(1, 1), attrs={"axis": Axis(default=0, negative=False)})
+@converts("SoftMax", (8,), inputs=(1, 1), attrs={"axis": Axis(default=1)})
 def softmax(ctx, layer, inputs):
-    ctx.one("Softmax", inputs, ctx.out(layer), axis=integer(layer, "axis", 1))
+    ctx.one("Softmax", inputs, ctx.out(layer), axis=layer.attrs["axis"])
 
 
-@converts("LogSoftmax", (5,))
+@converts("LogSoftmax", (5,), inputs=(1, 1), attrs={"axis": Axis(default=1)})
 def log_softmax(ctx, layer, inputs):
-    ctx.one("LogSoftmax", inputs, ctx.out(layer), axis=integer(layer, "axis", 1))
+    ctx.one("LogSoftmax", inputs, ctx.out(layer), axis=layer.attrs["axis"])
+
+
+TOP_K = {
+    "axis": Axis(required=True),
+    "mode": Choice(required=True, allowed=("max", "min")),
+    "sort": Choice(allowed=("value", "index", "none"), default="none"),
+    "index_element_type": ElementType(allowed=("i32", "i64"), default="i32"),
+}

@@ -10,10 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
-from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.schema import Schema, validate
+from b2s_onnx.ir.converters.structural import (
+    STRUCTURAL,
+    check_inputs,
+    check_outputs,
+    check_structural,
+)
 from b2s_onnx.ir.inexpressible import INEXPRESSIBLE, NOT_YET
 from b2s_onnx.ir.openvino_opsets import LATEST, all_versions
 from b2s_onnx.ir.reader import Layer
@@ -26,14 +32,14 @@ class Registration:
     converter: Converter
     #: The attributes the converter reads; None only for converters not yet described.
     attrs: Schema | None
-    #: (fewest, most) inputs, or None to use the arity table.
+    #: (fewest, most) inputs; None only for converters not yet described.
     inputs: tuple[int, int] | None
 
 
 CONVERTERS: dict[tuple[str, str], Converter] = {}
 REGISTRATIONS: dict[tuple[str, str], Registration] = {}
 #: OpenVINO looks layer types up case-insensitively (``Relu`` is ``ReLU``).
-_CANONICAL: dict[str, str] = {}
+_CANONICAL: dict[str, str] = {name.lower(): name for name in STRUCTURAL}
 
 
 def converts(
@@ -80,20 +86,20 @@ def find(layer: Layer) -> Converter | None:
     return None if found is None else found.converter
 
 
-def prepare(layer: Layer) -> None:
+def prepare(layer: Layer, path: Path | None = None) -> None:
     """Checks a layer against its converter's declaration before conversion starts: the
     type is spelled as registered, the input count fits, and every declared attribute is
-    parsed and checked into ``layer.attrs``."""
+    parsed and checked into ``layer.attrs``. Parameter, Const and Result are checked
+    against their own schemas (:mod:`structural`)."""
     layer.type = canonical_type(layer.type)
+    if check_structural(layer, path or Path("?")):
+        return
     found = registration(layer)
     if found is None:
         return
     if found.inputs is not None:
-        low, high = found.inputs
-        count = len(layer.inputs)
-        if not low <= count <= high:
-            wanted = str(low) if low == high else f"{low} to {high}"
-            raise B2SError(f"{layer.where()}: takes {wanted} input(s), got {count}")
+        check_inputs(layer, found.inputs)
+    check_outputs(layer)
     if found.attrs is not None:
         layer.attrs = validate(layer, found.attrs)
 

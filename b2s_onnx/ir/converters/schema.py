@@ -76,13 +76,14 @@ class Attr:
 
     def check(self, layer: Layer, key: str, value: Any) -> None:
         values = value if isinstance(value, list) else [value]
+        subject = "values must" if isinstance(value, list) else "must"
         for item in values:
             if not isinstance(item, int | float) or isinstance(item, bool):
                 continue
             if self.minimum is not None and item < self.minimum:
-                raise _rule(layer, key, value, f"values must be >= {self.minimum:g}")
+                raise _rule(layer, key, value, f"{subject} be >= {self.minimum:g}")
             if self.maximum is not None and item > self.maximum:
-                raise _rule(layer, key, value, f"values must be <= {self.maximum:g}")
+                raise _rule(layer, key, value, f"{subject} be <= {self.maximum:g}")
 
 
 def _rule(layer: Layer, key: str, value: Any, rule: str) -> B2SError:
@@ -92,6 +93,16 @@ def _rule(layer: Layer, key: str, value: Any, rule: str) -> B2SError:
 
 def _form(layer: Layer, key: str, text: str, what: str) -> B2SError:
     return B2SError(f"{layer.where()}: attribute {key}='{text}' is not {what}")
+
+
+def _int64(layer: Layer, key: str, value: int) -> int:
+    """ONNX stores integer attributes as int64: anything wider cannot be written."""
+    if not _INT64_MIN <= value <= _INT64_MAX:
+        raise _rule(layer, key, value, "does not fit in a 64-bit integer")
+    return value
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _split(text: str) -> list[str]:
@@ -105,9 +116,37 @@ class Int(Attr):
 
     def parse(self, layer: Layer, key: str, text: str) -> int:
         try:
-            return int(text.strip())
+            value = int(text.strip())
         except ValueError:
             raise _form(layer, key, text, "an integer") from None
+        return _int64(layer, key, value)
+
+
+@dataclass(frozen=True)
+class Axis(Int):
+    """An axis of input ``of``: in ``[-rank, rank - 1]`` (``[0, rank - 1]`` without
+    ``negative``) when the IR states that input's rank; ``extra`` widens the range for
+    ops whose output has more axes than the input (Unsqueeze-like)."""
+
+    kind = "axis"
+    of: int = 0
+    negative: bool = True
+    extra: int = 0
+
+    def check(self, layer: Layer, key: str, value: Any) -> None:
+        super().check(layer, key, value)
+        rank = input_rank(layer, self.of)
+        if rank is None:
+            return
+        rank += self.extra
+        low = -rank if self.negative else 0
+        if not low <= value <= rank - 1:
+            raise _rule(
+                layer,
+                key,
+                value,
+                f"must be in [{low}, {rank - 1}] for input {self.of} of rank {rank}",
+            )
 
 
 @dataclass(frozen=True)
@@ -136,9 +175,10 @@ class Ints(Attr):
 
     def parse(self, layer: Layer, key: str, text: str) -> list[int]:
         try:
-            return [int(part) for part in _split(text)]
+            values = [int(part) for part in _split(text)]
         except ValueError:
             raise _form(layer, key, text, "a list of integers") from None
+        return [_int64(layer, key, value) for value in values]
 
     def check(self, layer: Layer, key: str, value: Any) -> None:
         super().check(layer, key, value)
@@ -218,10 +258,7 @@ class ElementType(Attr):
     allowed: tuple[str, ...] = ()
 
     def parse(self, layer: Layer, key: str, text: str) -> str:
-        try:
-            value = element_type(text, layer.where())
-        except B2SError:
-            raise _form(layer, key, text, "a supported element type") from None
+        value = element_type(text, f"{layer.where()}: attribute {key}='{text}'")
         if self.allowed and value not in self.allowed:
             raise _form(layer, key, text, f"one of {', '.join(self.allowed)}")
         return value
@@ -233,7 +270,25 @@ BROADCAST = {"auto_broadcast": Choice(allowed=("numpy", "none"), default="numpy"
 Schema = Mapping[str, Attr]
 
 
-def validate(layer: Layer, schema: Schema) -> dict[str, Any]:
+class Attributes(dict):
+    """``layer.attrs``: the typed values of the declared attributes; asking for any other
+    is our bug, like reading it from ``layer.data``."""
+
+    def __init__(self, values: Mapping[str, Any], where: str) -> None:
+        super().__init__(values)
+        self._where = where
+
+    def __missing__(self, key: str) -> Any:
+        raise UndeclaredAttributeError(
+            f"{self._where}: the converter read attribute '{key}', which its schema does "
+            "not declare"
+        )
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key]
+
+
+def validate(layer: Layer, schema: Schema) -> Attributes:
     """Parses and checks every attribute ``schema`` declares; returns typed values (the
     default for an absent one). Attributes the schema does not name are ignored, as
     OpenVINO ignores them."""
@@ -248,7 +303,7 @@ def validate(layer: Layer, schema: Schema) -> dict[str, Any]:
         if value is not None:
             attr.check(layer, key, value)
         values[key] = value
-    return values
+    return Attributes(values, layer.where())
 
 
 class _DeclaredOnly(dict):

@@ -7,10 +7,11 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
-from b2s_onnx.ir.converters._attrs import choice, flag, integer, ints
 from b2s_onnx.ir.converters.registry import converts
+from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType, Int, Ints
+from b2s_onnx.ir.converters.structural import STRUCTURAL
 from b2s_onnx.ir.reader import Layer
-from b2s_onnx.ir.weights import element_type, onnx_type
+from b2s_onnx.ir.weights import onnx_type
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
@@ -20,28 +21,54 @@ def _i64(ctx: ConversionContext, hint: str, values) -> str:
     return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
-@converts("Parameter", (1,))
+@converts("Parameter", (1,), inputs=(0, 0), attrs=STRUCTURAL["Parameter"][0])
 def parameter(ctx, layer, inputs):
     """Graph inputs are declared by the converter driver; nothing to emit."""
 
 
-@converts("Reshape", (1,))
+@converts("Reshape", (1,), inputs=(2, 2), attrs={"special_zero": Bool(required=True)})
 def reshape(ctx, layer, inputs):
-    special_zero = flag(layer, "special_zero")
+    special_zero = layer.attrs["special_zero"]
     data, shape = inputs
     value = ctx.value(shape)
     attrs = {}
     if not special_zero and (value is None or (value == 0).any()):
         attrs["allowzero"] = 1  # a 0 means a zero-sized dim, not "copy"
+    if value is not None:
+        _check_reshape(layer, ctx.shape(data), [int(v) for v in value.reshape(-1)], special_zero)
     ctx.one("Reshape", [data, ctx.int64(shape)], ctx.out(layer), **attrs)
 
 
-@converts("Transpose", (1,))
+def _check_reshape(layer: Layer, source, target: list[int], special_zero: bool) -> None:
+    """A constant target shape must hold the data's elements (OpenVINO's rule)."""
+    if target.count(-1) > 1 or any(v < -1 for v in target):
+        raise B2SError(f"{layer.where()}: target shape {target} is not a shape")
+    if source is None or any(d is None for d in source):
+        return
+    sizes = [
+        source[i] if special_zero and v == 0 and i < len(source) else v
+        for i, v in enumerate(target)
+    ]
+    known = int(np.prod([v for v in sizes if v != -1], dtype=object))
+    total = int(np.prod(source, dtype=object))
+    fits = total % known == 0 if -1 in sizes and known else known == total
+    if not fits:
+        raise B2SError(
+            f"{layer.where()}: target shape {target} cannot hold the {total} elements of "
+            f"input shape {list(source)}"
+        )
+
+
+@converts("Transpose", (1,), inputs=(2, 2), attrs={})
 def transpose(ctx, layer, inputs):
     order = ctx.require_value(layer, inputs[1], "the order input")
     rank = ctx.rank(layer, inputs[0])
     perm = [int(v) for v in order.reshape(-1)] or list(reversed(range(rank)))
     perm = [p + rank if p < 0 else p for p in perm]
+    if sorted(perm) != list(range(rank)):
+        raise B2SError(
+            f"{layer.where()}: the order input {perm} is not a permutation of {rank} axes"
+        )
     ctx.one("Transpose", inputs[:1], ctx.out(layer), perm=perm)
 
 
@@ -56,32 +83,52 @@ def _axes_vector(ctx: ConversionContext, axes: str) -> str:
     return ctx.one("Reshape", [ctx.int64(axes), _i64(ctx, "vector", [-1])])
 
 
-@converts("Squeeze", (1, 15))
+@converts("Squeeze", (1,), inputs=(1, 2), attrs={})
+@converts("Squeeze", (15,), inputs=(1, 2), attrs={"allow_axis_skip": Bool(default=False)})
 def squeeze(ctx, layer, inputs):
-    if len(inputs) > 1:
+    """OpenVINO skips a named axis whose static size is not 1 (measured); ONNX refuses it."""
+    axes, shape = (ctx.value(inputs[1]), ctx.shape(inputs[0])) if len(inputs) > 1 else (None, None)
+    if axes is not None and shape is not None:
+        rank = len(shape)
+        named = [int(a) for a in axes.reshape(-1)]
+        if any(not -rank <= a < rank for a in named):
+            raise B2SError(f"{layer.where()}: axes {named} out of range for rank {rank}")
+        kept = sorted({a % rank for a in named if shape[a % rank] in (1, None)})
+        if not kept and named:
+            ctx.one("Identity", inputs[:1], ctx.out(layer))
+            return
+        ctx.one("Squeeze", [inputs[0], _i64(ctx, "axes", kept)], ctx.out(layer))
+    elif len(inputs) > 1:
         ctx.one("Squeeze", [inputs[0], _axes_vector(ctx, inputs[1])], ctx.out(layer))
     else:
         ctx.one("Squeeze", inputs, ctx.out(layer))
 
 
-@converts("Unsqueeze", (1,))
+@converts("Unsqueeze", (1,), inputs=(2, 2), attrs={})
 def unsqueeze(ctx, layer, inputs):
     ctx.one("Unsqueeze", [inputs[0], _axes_vector(ctx, inputs[1])], ctx.out(layer))
 
 
-@converts("Concat", (1,))
+@converts("Concat", (1,), inputs=(1, 1 << 16), attrs={"axis": Axis(required=True)})
 def concat(ctx, layer, inputs):
-    ctx.one("Concat", inputs, ctx.out(layer), axis=integer(layer, "axis"))
+    ctx.one("Concat", inputs, ctx.out(layer), axis=layer.attrs["axis"])
 
 
-@converts("ShapeOf", (1, 3))
+@converts("ShapeOf", (1,), inputs=(1, 1), attrs={})
+@converts(
+    "ShapeOf",
+    (3,),
+    inputs=(1, 1),
+    attrs={"output_type": ElementType(allowed=("i32", "i64"), default="i64")},
+)
 def shape_of(ctx, layer, inputs):
-    out_type = onnx_type(element_type(layer.data.get("output_type", "i64"), layer.where()))
+    out_type = onnx_type(layer.attrs["output_type"] if layer.version == "opset3" else "i64")
     shape = ctx.shape(inputs[0])
     if shape is not None and all(d is not None for d in shape):
         # The IR declares the shape: a constant, which lets shape arithmetic fold away.
         ctx.add_constant(ctx.out(layer), np.asarray(shape, NUMPY_OF_ONNX[out_type]))
         return
+    ctx.types[ctx.out(layer)] = out_type
     if out_type == TensorProto.INT64:
         ctx.one("Shape", inputs, ctx.out(layer))
     else:
@@ -89,11 +136,25 @@ def shape_of(ctx, layer, inputs):
 
 
 def _mask(layer: Layer, key: str, length: int) -> list[int]:
-    values = ints(layer, key, "")
-    return values + [0] * (length - len(values))
+    values = layer.attrs[key] or []
+    return values[:length] + [0] * (length - len(values))
 
 
-@converts("StridedSlice", (1,))
+_MASK = Ints(minimum=0, maximum=1)
+
+
+@converts(
+    "StridedSlice",
+    (1,),
+    inputs=(3, 4),
+    attrs={
+        "begin_mask": Ints(required=True, minimum=0, maximum=1),
+        "end_mask": Ints(required=True, minimum=0, maximum=1),
+        "new_axis_mask": _MASK,
+        "shrink_axis_mask": _MASK,
+        "ellipsis_mask": _MASK,
+    },
+)
 def strided_slice(ctx, layer, inputs):
     """Masks as in OpenVINO: begin_mask/end_mask 1 = ignore that bound; new_axis inserts a
     dimension, shrink_axis removes one, ellipsis stands for all dims not named."""
@@ -164,15 +225,43 @@ def strided_slice(ctx, layer, inputs):
     ctx.one("Identity", [current], ctx.out(layer))
 
 
-@converts("Gather", (1, 7, 8))
+@converts("Gather", (1,), inputs=(3, 3), attrs={})
+@converts("Gather", (7, 8), inputs=(3, 3), attrs={"batch_dims": Int(default=0)})
 def gather(ctx, layer, inputs):
+    """OpenVINO gives zeros for an index out of range (Gather-1/7: outside [0, d); Gather-8:
+    outside [-d, d)) where ONNX's Gather fails at run time: those indices are masked."""
     axis = int(ctx.require_value(layer, inputs[2], "axis").reshape(-1)[0])
-    if layer.version != "opset1" and integer(layer, "batch_dims", 0) != 0:
+    if layer.version != "opset1" and layer.attrs["batch_dims"] != 0:
         raise B2SError(f"{layer.where()}: batch_dims != 0 is not supported")
-    indices = inputs[1]
-    if ctx.type_of(indices) != TensorProto.INT32:  # ONNX takes int32/int64 indices only
-        indices = ctx.int64(indices)
-    ctx.one("Gather", [inputs[0], indices], ctx.out(layer), axis=axis)
+    rank = ctx.rank(layer, inputs[0])
+    if not -rank <= axis < rank:
+        raise B2SError(f"{layer.where()}: axis {axis} is out of range for rank {rank}")
+    axis %= rank
+    size = ctx.shape(inputs[0])[axis]
+    low = -size if size is not None and layer.version == "opset8" else 0
+    indices, index_shape = ctx.value(inputs[1]), ctx.shape(inputs[1])
+    in_range = indices is not None and bool(((indices >= low) & (indices < (size or 0))).all())
+    if size is None or index_shape is None or in_range:
+        indices = inputs[1]
+        if ctx.type_of(indices) != TensorProto.INT32:  # ONNX takes int32/int64 indices only
+            indices = ctx.int64(indices)
+        ctx.one("Gather", [inputs[0], indices], ctx.out(layer), axis=axis)
+        return
+    index = ctx.int64(inputs[1])
+    valid = ctx.one(
+        "And",
+        [
+            ctx.one("GreaterOrEqual", [index, _i64(ctx, "low", low)]),
+            ctx.one("Less", [index, _i64(ctx, "size", size)]),
+        ],
+    )
+    safe = ctx.one("Where", [valid, index, _i64(ctx, "zero", 0)])
+    gathered = ctx.one("Gather", [inputs[0], safe], axis=axis)
+    outer = [*range(axis), *range(axis + len(index_shape), rank - 1 + len(index_shape))]
+    if outer:
+        valid = ctx.one("Unsqueeze", [valid, _i64(ctx, "mask_axes", outer)])
+    zero = ctx.const("zero", np.zeros((), NUMPY_OF_ONNX[ctx.type_of(inputs[0])]))
+    ctx.one("Where", [valid, gathered, zero], ctx.out(layer))
 
 
 def _split(ctx, layer, data, axis, lengths):
@@ -180,7 +269,7 @@ def _split(ctx, layer, data, axis, lengths):
     ctx.node("Split", [data, _i64(ctx, "split", lengths)], outputs, axis=axis)
 
 
-@converts("VariadicSplit", (1,))
+@converts("VariadicSplit", (1,), inputs=(3, 3), attrs={})
 def variadic_split(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
     lengths = [int(v) for v in ctx.require_value(layer, inputs[2], "split_lengths").reshape(-1)]
@@ -193,10 +282,10 @@ def variadic_split(ctx, layer, inputs):
     _split(ctx, layer, inputs[0], axis, lengths)
 
 
-@converts("Split", (1,))
+@converts("Split", (1,), inputs=(2, 2), attrs={"num_splits": Int(required=True, minimum=1)})
 def split(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
-    parts = integer(layer, "num_splits")
+    parts = layer.attrs["num_splits"]
     shape = ctx.shape(inputs[0])
     dim = None if shape is None else shape[axis]
     if dim is None or dim % parts:
@@ -204,7 +293,7 @@ def split(ctx, layer, inputs):
     _split(ctx, layer, inputs[0], axis, [dim // parts] * parts)
 
 
-@converts("Tile", (1,))
+@converts("Tile", (1,), inputs=(2, 2), attrs={})
 def tile(ctx, layer, inputs):
     repeats = ctx.value(inputs[1])
     rank = ctx.rank(layer, inputs[0])
@@ -220,9 +309,20 @@ def tile(ctx, layer, inputs):
     ctx.one("Tile", [data, _i64(ctx, "repeats", counts)], ctx.out(layer))
 
 
-@converts("Broadcast", (1, 3))
+@converts(
+    "Broadcast",
+    (1,),
+    inputs=(2, 3),
+    attrs={"mode": Choice(allowed=("numpy", "explicit", "none"), default="numpy")},
+)
+@converts(
+    "Broadcast",
+    (3,),
+    inputs=(2, 3),
+    attrs={"mode": Choice(allowed=("numpy", "explicit", "bidirectional"), default="numpy")},
+)
 def broadcast(ctx, layer, inputs):
-    mode = choice(layer, "mode", ("numpy", "explicit", "none", "bidirectional"), "numpy")
+    mode = layer.attrs["mode"]
     if mode == "none":  # Broadcast-1's name for explicit axes mapping
         mode = "explicit"
     data, target = inputs[0], ctx.int64(inputs[1])
@@ -239,12 +339,14 @@ def broadcast(ctx, layer, inputs):
     ctx.one("Expand", [data, target], ctx.out(layer))
 
 
-@converts("Range", (1, 4))
+@converts("Range", (1,), inputs=(3, 3), attrs={})
+@converts("Range", (4,), inputs=(3, 3), attrs={"output_type": ElementType(required=True)})
 def range_(ctx, layer, inputs):
     if layer.version == "opset4":
-        out_type = onnx_type(element_type(layer.data.get("output_type", "f32"), layer.where()))
+        out_type = onnx_type(layer.attrs["output_type"])
     else:
         out_type = ctx.type_of(inputs[0])
+    ctx.types[ctx.out(layer)] = out_type
     cast = [
         ctx.one(
             "Cast", [ctx.one("Squeeze", [t]) if ctx.shape(t) not in ((), None) else t], to=out_type

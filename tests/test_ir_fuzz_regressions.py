@@ -1,0 +1,117 @@
+"""Converter behaviours the mutation fuzzer found wrong, pinned against OpenVINO: what
+OpenVINO computes where ONNX's direct equivalent would fail or differ."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import openvino as ov
+import openvino.opset1 as o1
+import openvino.opset8 as o8
+import openvino.opset11 as o11
+import openvino.opset13 as o13
+import pytest
+
+import b2s_onnx
+from b2s_onnx.errors import B2SError
+from b2s_onnx.parity.runtime import run_onnxruntime
+from tests.test_ir_ops import assert_close, run_both
+
+F32 = np.float32
+COVERED_LAYERS = {
+    ("Convolution", "opset1"),
+    ("MaxPool", "opset8"),
+    ("Gather", "opset1"),
+    ("Gather", "opset7"),
+    ("Gather", "opset8"),
+    ("SoftMax", "opset1"),
+    ("Convert", "opset1"),
+    ("Squeeze", "opset1"),
+}
+
+
+def _i64(values):
+    return o13.constant(np.asarray(values, np.int64))
+
+
+@pytest.mark.parametrize("mode", ["same_upper", "same_lower"])
+@pytest.mark.parametrize("size", [7, 8])
+def test_dilated_same_padding_is_computed_as_openvino_does(tmp_path, mode, size):
+    """onnxruntime refuses SAME auto-padding with dilations; explicit pads replace it."""
+    weights = o13.constant(np.random.default_rng(0).uniform(-1, 1, (3, 2, 3, 2)).astype(F32))
+
+    def build(x):
+        conv = o13.convolution(x, weights, [2, 1], [0, 0], [0, 0], [2, 3], mode)
+        pool = o8.max_pool(x, [2, 1], [2, 2], [0, 0], [0, 0], [3, 2], "floor", mode)
+        return [conv, pool.output(0)]
+
+    pairs, _ = run_both(tmp_path, build, [[1, 2, size, size + 1]])
+    assert_close(pairs)
+
+
+@pytest.mark.parametrize(
+    ("gather", "indices"),
+    [(o1.gather, [0, 5, -1]), (o8.gather, [0, 5, -1, -4, 2])],
+    ids=["Gather-1", "Gather-8"],
+)
+def test_out_of_range_gather_indices_give_zeros_like_openvino(tmp_path, gather, indices):
+    def build(x):
+        return gather(x, _i64(indices), _i64(1))
+
+    pairs, _ = run_both(tmp_path, build, [[2, 3]])
+    assert_close(pairs, exact=True)
+
+
+def test_softmax1_without_axis_normalises_axis_zero_like_openvino(tmp_path):
+    x = o1.parameter([2, 3, 4], F32, name="x")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([o1.softmax(x, 1)], [x]), xml, compress_to_fp16=False)
+    xml.write_text(re.sub(r'<data axis="1"\s*/>', "", xml.read_text()))
+    converted = b2s_onnx.convert_ir(xml)
+    (softmax,) = [n for n in converted.graph.node if n.op_type == "Softmax"]
+    assert softmax.attribute[0].i == 0
+    compiled = ov.Core().compile_model(ov.Core().read_model(xml), "CPU")
+    feed = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(F32)
+    (ours,) = run_onnxruntime(converted, {"x": feed}).values()
+    np.testing.assert_allclose(ours, np.asarray(compiled({"x": feed})[0]), atol=1e-6)
+
+
+def test_convert_output_type_follows_the_attribute_not_the_port_precision(tmp_path):
+    x = o1.parameter([2, 3], F32, name="x")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([o1.convert(x, "f32")], [x]), xml, compress_to_fp16=False)
+    text = xml.read_text().replace('destination_type="f32"', 'destination_type="i32"')
+    xml.write_text(text)
+    converted = b2s_onnx.convert_ir(xml)
+    assert converted.graph.output[0].type.tensor_type.elem_type == 6  # int32
+
+
+def test_top_k_larger_than_its_axis_is_refused(tmp_path):
+    x = o11.parameter([2, 3], F32, name="x")
+    xml = tmp_path / "model.xml"
+    top = o11.topk(x, _i64(2), 1, "max", "value")
+    ov.save_model(ov.Model([top.output(0)], [x]), xml, compress_to_fp16=False)
+    weights = xml.with_suffix(".bin")
+    weights.write_bytes(np.int64(5).tobytes())
+    with pytest.raises(B2SError, match=r"k=5 exceeds the 3 elements of axis 1"):
+        b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("squeeze", [o1.squeeze, o13.squeeze], ids=["Squeeze-1", "Squeeze-13"])
+def test_squeeze_skips_named_axes_that_are_not_one_like_openvino(tmp_path, squeeze):
+    def build(x):
+        return squeeze(x, _i64([0, 1, -1]))
+
+    pairs, _ = run_both(tmp_path, build, [[2, 1, 4, 1]])
+    assert_close(pairs, exact=True)
+
+
+def test_a_reshape_target_that_cannot_hold_the_data_is_refused(tmp_path):
+    x = o1.parameter([2, 6], F32, name="x")
+    xml = tmp_path / "model.xml"
+    reshaped = o1.reshape(x, _i64([3, 4]), False)
+    ov.save_model(ov.Model([reshaped], [x]), xml, compress_to_fp16=False)
+    xml.with_suffix(".bin").write_bytes(np.asarray([5, 4], np.int64).tobytes())
+    with pytest.raises(B2SError, match=r"target shape \[5, 4\] cannot hold the 12 elements"):
+        b2s_onnx.convert_ir(xml)
