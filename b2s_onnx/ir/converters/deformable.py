@@ -138,7 +138,8 @@ def deformable_convolution(ctx: ConversionContext, layer: Layer, inputs: list[st
     taps = kh * kw
     pad_t, pad_l = _leading_pads(ctx, layer, inputs[0], [kh, kw])
     (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
-    padded = attrs.get("bilinear_interpolation_pad", False)
+    # Version 8 adds the attribute; version 1 behaves as its default.
+    padded = attrs["bilinear_interpolation_pad"] if "bilinear_interpolation_pad" in attrs else False
 
     shape = ctx.one("Shape", [data])
     height = ctx.one("Gather", [shape, _i64(ctx, "h", 2)])
