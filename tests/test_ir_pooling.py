@@ -1,4 +1,4 @@
-"""MaxPool-1/8/14 (values and indices) and AvgPool-1/14 in every rounding type, and the
+"""MaxPool-1/8/14 (values and indices) and AvgPool-1/14/16 in every rounding type, and the
 adaptive pools, against OpenVINO's CPU plugin."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ ov = pytest.importorskip("openvino")
 import openvino.opset1 as o1  # noqa: E402
 import openvino.opset8 as o8  # noqa: E402
 import openvino.opset14 as o14  # noqa: E402
+import openvino.opset16 as o16  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
@@ -24,6 +25,7 @@ COVERED_LAYERS = {
     ("MaxPool", "opset14"),
     ("AvgPool", "opset1"),
     ("AvgPool", "opset14"),
+    ("AvgPool", "opset16"),
     ("AdaptiveAvgPool", "opset8"),
     ("AdaptiveMaxPool", "opset8"),
 }
@@ -167,3 +169,43 @@ def test_avg_pool_with_unit_strides_and_run_time_spatial_dims(tmp_path, rounding
     (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()
     compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-6)
+
+
+def _avg_pool_16(tmp_path, shape, dilations, rounding, exclude):
+    x = o1.parameter(shape, np.float32, name="in0")
+    spatial = len(shape) - 2
+    layer = o16.avg_pool(
+        x,
+        [2] * spatial,
+        [1] * spatial,
+        [1] * spatial,
+        [2] * spatial,
+        exclude,
+        rounding,
+        dilations=dilations,
+    )
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
+    return xml
+
+
+@pytest.mark.parametrize("rounding", ["floor", "ceil", "ceil_torch"])
+@pytest.mark.parametrize("exclude", [True, False])
+@pytest.mark.parametrize(
+    ("shape", "dilations"),
+    [([1, 2, 7, 6], [1, 1]), ([1, 2, 9, 8], [2, 2]), ([1, 1, 7, 6, 8], [2, 1, 2])],
+)
+def test_avg_pool_16_matches_openvino(tmp_path, shape, dilations, rounding, exclude):
+    """OpenVINO's ONNX frontend writes AveragePool of ONNX opset 19 on as AvgPool-16; its
+    dilations need AveragePool-19 (target opset 19)."""
+    xml = _avg_pool_16(tmp_path, shape, dilations, rounding, exclude)
+    feeds = {"in0": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=19), feeds).values()
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_avg_pool_16_refuses_dilations_below_opset_19(tmp_path):
+    xml = _avg_pool_16(tmp_path, [1, 1, 8, 8], [2, 2], "floor", True)
+    with pytest.raises(B2SError, match="dilations"):
+        b2s_onnx.convert_ir(xml, opset=18)

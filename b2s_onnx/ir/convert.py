@@ -271,7 +271,10 @@ def _declare_outputs(
         computed = ctx.type_of(tensor)
         exposed = computed if ir_type is None else output_type(ctx.model.version, ir_type)
         name = renamed.get(tensor, tensor)
-        needs_node = name == tensor and (tensor in ctx.constants or exposed != computed)
+        # A constant that is already an initializer can be the output itself, keeping the
+        # name OpenVINO exposes; other constants need a node to produce them.
+        folded = tensor in ctx.constants and not ctx.is_initializer(tensor)
+        needs_node = name == tensor and (folded or exposed != computed)
         if name in taken or needs_node:
             name = ctx.names.fresh(layer.name)
         taken.add(name)

@@ -26,6 +26,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     linalg,
     normalization,
     padding,
+    passthrough,
     patches,
     pooling,
     quantize,
