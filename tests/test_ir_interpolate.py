@@ -180,3 +180,25 @@ def test_interpolate_1_with_pads_matches_openvino(tmp_path, sizes, mode, axes, a
 
     pairs, _ = run_both(tmp_path, build, [SHAPE])
     assert_close(pairs, atol=1e-5)
+
+
+@pytest.mark.parametrize("calculation", ["scales", "sizes"])
+@pytest.mark.parametrize("antialias", [False, True])
+def test_cubic_listing_every_axis_drops_the_unscaled_ones(tmp_path, calculation, antialias):
+    """OpenVINO's ONNX frontend lists batch and channels among the axes (scale 1); ONNX's
+    cubic Resize cannot take them in onnxruntime, and unscaled they change nothing."""
+    target = [1.0, 1.0, 1.5, 0.5] if calculation == "scales" else [2, 3, 9, 4]
+    dtype = np.float32 if calculation == "scales" else np.int64
+
+    def build(x):
+        return o11.interpolate(
+            x,
+            o1.constant(np.asarray(target, dtype)),
+            "cubic",
+            calculation,
+            antialias=antialias,
+            axes=o1.constant(np.asarray([0, 1, 2, 3], np.int64)),
+        )
+
+    pairs, _ = run_both(tmp_path, build, [[2, 3, 6, 8]])
+    assert_close(pairs, atol=1e-4, rtol=1e-4)

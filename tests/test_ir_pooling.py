@@ -1,4 +1,4 @@
-"""MaxPool-1/8/14 (values and indices) and AvgPool-1/14 in every rounding type, and the
+"""MaxPool-1/8/14 (values and indices) and AvgPool-1/14/16 in every rounding type, and the
 adaptive pools, against OpenVINO's CPU plugin."""
 
 from __future__ import annotations
@@ -15,16 +15,17 @@ ov = pytest.importorskip("openvino")
 import openvino.opset1 as o1  # noqa: E402
 import openvino.opset8 as o8  # noqa: E402
 import openvino.opset14 as o14  # noqa: E402
+import openvino.opset16 as o16  # noqa: E402
 
 pytestmark = pytest.mark.openvino
 
 COVERED_LAYERS = {
-    ("AvgPool", "opset16"),
     ("MaxPool", "opset1"),
     ("MaxPool", "opset8"),
     ("MaxPool", "opset14"),
     ("AvgPool", "opset1"),
     ("AvgPool", "opset14"),
+    ("AvgPool", "opset16"),
     ("AdaptiveAvgPool", "opset8"),
     ("AdaptiveMaxPool", "opset8"),
 }
@@ -170,48 +171,41 @@ def test_avg_pool_with_unit_strides_and_run_time_spatial_dims(tmp_path, rounding
     np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-6)
 
 
-def _avg_pool_16_ir(tmp_path, dilations: list[int]):
-    """AvgPool-16 as OpenVINO writes it: version 14's attributes plus ``dilations`` (the
-    Python API builds version 14; the saved layer is relabelled)."""
-    x = o1.parameter([1, 2, 9, 9], np.float32, name="x")
-    pooled = o14.avg_pool(x, [1, 1], [1, 1], [1, 1], [3, 3], False, "ceil_torch")
-    xml = tmp_path / "avg_pool_16.xml"
-    ov.save_model(ov.Model([pooled], [x]), xml, compress_to_fp16=False)
-    text = xml.read_text()
-    text = text.replace('type="AvgPool" version="opset14"', 'type="AvgPool" version="opset16"')
-    dilated = f'<data dilations="{",".join(map(str, dilations))}" kernel='
-    xml.write_text(text.replace("<data kernel=", dilated))
+def _avg_pool_16(tmp_path, shape, dilations, rounding, exclude):
+    x = o1.parameter(shape, np.float32, name="in0")
+    spatial = len(shape) - 2
+    layer = o16.avg_pool(
+        x,
+        [2] * spatial,
+        [1] * spatial,
+        [1] * spatial,
+        [2] * spatial,
+        exclude,
+        rounding,
+        dilations=dilations,
+    )
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
     return xml
 
 
-def _dilated_average(x: np.ndarray, kernel: int, pad: int, dilations: list[int]) -> np.ndarray:
-    """Average pooling counting zero padding, stride 1, written out window by window."""
-    padded = np.pad(x, [(0, 0), (0, 0), (pad, pad), (pad, pad)])
-    rows = padded.shape[2] - dilations[0] * (kernel - 1)
-    cols = padded.shape[3] - dilations[1] * (kernel - 1)
-    out = np.zeros((*x.shape[:2], rows, cols), np.float64)
-    for i in range(kernel):
-        for j in range(kernel):
-            out += padded[
-                :,
-                :,
-                i * dilations[0] : i * dilations[0] + rows,
-                j * dilations[1] : j * dilations[1] + cols,
-            ]
-    return (out / kernel**2).astype(np.float32)
+@pytest.mark.parametrize("rounding", ["floor", "ceil", "ceil_torch"])
+@pytest.mark.parametrize("exclude", [True, False])
+@pytest.mark.parametrize(
+    ("shape", "dilations"),
+    [([1, 2, 7, 6], [1, 1]), ([1, 2, 9, 8], [2, 2]), ([1, 1, 7, 6, 8], [2, 1, 2])],
+)
+def test_avg_pool_16_matches_openvino(tmp_path, shape, dilations, rounding, exclude):
+    """OpenVINO's ONNX frontend writes AveragePool of ONNX opset 19 on as AvgPool-16; its
+    dilations need AveragePool-19 (target opset 19)."""
+    xml = _avg_pool_16(tmp_path, shape, dilations, rounding, exclude)
+    feeds = {"in0": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=19), feeds).values()
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-5, rtol=1e-5)
 
 
-@pytest.mark.parametrize("dilations", [[1, 1], [2, 2], [1, 3]])
-def test_avg_pool_16_dilations_match_openvino_and_the_definition(tmp_path, dilations):
-    xml = _avg_pool_16_ir(tmp_path, dilations)
-    x = np.random.default_rng(0).standard_normal([1, 2, 9, 9]).astype(np.float32)
-    core = ov.Core()
-    compiled = core.compile_model(core.read_model(xml), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=19), {"x": x}).values()
-    assert_close([(ours, np.asarray(compiled({"x": x})[compiled.outputs[0]]))], atol=1e-6)
-    np.testing.assert_allclose(ours, _dilated_average(x, 3, 1, dilations), atol=1e-6)
-
-
-def test_avg_pool_16_dilations_below_opset_19_are_refused_naming_the_way_out(tmp_path):
-    with pytest.raises(B2SError, match=r"dilations=\[2, 2\].*--opset 19"):
-        b2s_onnx.convert_ir(_avg_pool_16_ir(tmp_path, [2, 2]))
+def test_avg_pool_16_refuses_dilations_below_opset_19(tmp_path):
+    xml = _avg_pool_16(tmp_path, [1, 1, 8, 8], [2, 2], "floor", True)
+    with pytest.raises(B2SError, match="dilations"):
+        b2s_onnx.convert_ir(xml, opset=18)

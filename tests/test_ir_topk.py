@@ -7,6 +7,7 @@ import pytest
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
+from b2s_onnx.parity.runtime import run_onnxruntime
 from tests.test_ir_ops import run_both
 
 ov = pytest.importorskip("openvino")
@@ -103,3 +104,33 @@ def test_top_k_refuses_an_unknown_sort(tmp_path):
     xml.write_text(xml.read_text().replace('sort="value"', 'sort="random"'))
     with pytest.raises(B2SError, match="sort"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_top_k_of_u64_matches_openvino(tmp_path, mode):
+    """onnxruntime's TopK has no u64 kernel (OpenVINO's CPU plugin itself computes u64 in a
+    narrower type, so values stay below 2**31 here)."""
+    data = np.random.default_rng(3).permutation(40).reshape(2, 20).astype(np.uint64) * 1000
+    pairs, _ = run_both(
+        tmp_path,
+        lambda x: list(o11.topk(x, o1.constant(np.int64(3)), 1, mode, "value", "i64").outputs()),
+        [[2, 20]],
+        [np.uint64],
+        feeds={"in0": data},
+    )
+    _assert_same_selection(pairs, data, 1, exact_indices=True)
+
+
+@pytest.mark.parametrize("mode", ["max", "min"])
+def test_top_k_of_u64_orders_the_whole_range(tmp_path, mode):
+    """int64 cannot hold u64's top half: the shifted order must still be u64's."""
+    data = np.asarray([[0, 1, 5, 2**63 - 1, 2**63, 2**63 + 7, 2**64 - 1, 2**40]], np.uint64)
+    x = o1.parameter([1, 8], np.uint64, name="in0")
+    xml = tmp_path / "model.xml"
+    layer = o11.topk(x, o1.constant(np.int64(3)), 1, mode, "value", "i64")
+    ov.save_model(ov.Model(list(layer.outputs()), [x]), xml)
+    values, indices = run_onnxruntime(b2s_onnx.convert_ir(xml), {"in0": data}).values()
+    order = np.argsort(data[0], kind="stable")
+    expected = (order[::-1] if mode == "max" else order)[:3]
+    np.testing.assert_array_equal(indices[0], expected)
+    np.testing.assert_array_equal(values[0], data[0][expected])

@@ -28,7 +28,7 @@ from onnx.reference import ReferenceEvaluator
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import infer_infos
-from b2s_onnx.graph.walk import subgraphs, used_names
+from b2s_onnx.graph.walk import all_nodes, subgraphs, used_names
 from b2s_onnx.io import DEFAULT_EXTERNAL_THRESHOLD, save_model
 from b2s_onnx.ir.consistency import (  # noqa: F401 - ConversionMismatchError is public here
     ConversionMismatchError,
@@ -130,6 +130,11 @@ class ConversionResult:
         )
 
 
+def _subgraph_nodes(node: onnx.NodeProto) -> Iterator[onnx.NodeProto]:
+    for sub in subgraphs(node):
+        yield from all_nodes(sub)
+
+
 def _assemble(
     ctx: ConversionContext,
     name: str,
@@ -140,7 +145,8 @@ def _assemble(
     lowering and shape inference never read their bytes, so they join the graph last."""
     model = onnx.ModelProto(ir_version=onnx.IR_VERSION, producer_name="b2s-onnx")
     imports = [helper.make_opsetid("", ctx.opset)]
-    node_domains = {n.domain for n in ctx.nodes}
+    # Kept custom layers may sit inside TensorIterator/Loop/If bodies too.
+    node_domains = {n.domain for top in ctx.nodes for n in (top, *_subgraph_nodes(top))}
     imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
     model.opset_import.extend(imports)
     graph = model.graph
@@ -272,6 +278,15 @@ def _reserve_result_tensors(ctx: ConversionContext, order: list[Layer]) -> dict[
     return renamed
 
 
+_FLOAT_TYPES = frozenset(
+    {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
+)
+
+
+def _is_float(elem_type: int) -> bool:
+    return elem_type in _FLOAT_TYPES
+
+
 def _declare_outputs(
     ctx: ConversionContext,
     results: list[tuple[Layer, str]],
@@ -286,8 +301,15 @@ def _declare_outputs(
         ir_type = _result_ir_type(ctx, layer)
         computed = ctx.type_of(tensor)
         exposed = computed if ir_type is None else output_type(ctx.model.version, ir_type)
+        if _is_float(exposed) != _is_float(computed):
+            # The port's precision contradicts what its layer computes (a Convert whose
+            # destination_type changed): OpenVINO re-derives the type, and so do we.
+            exposed = computed
         name = renamed.get(tensor, tensor)
-        needs_node = name == tensor and (tensor in ctx.constants or exposed != computed)
+        # A constant that is already an initializer can be the output itself, keeping the
+        # name OpenVINO exposes; other constants need a node to produce them.
+        folded = tensor in ctx.constants and not ctx.is_initializer(tensor)
+        needs_node = name == tensor and (folded or exposed != computed)
         if name in taken or needs_node:
             name = ctx.names.fresh(layer.name)
         taken.add(name)

@@ -203,6 +203,8 @@ class AtrousConvolution:
             or space_to_batch.domain not in self.domains
         ):
             return None
+        if len(node.input) != 4 or len(space_to_batch.input) != 4:
+            return None  # malformed: the lowering refuses it with the op's own message
         chain = [space_to_batch, *reversed(before), conv, *reversed(after)]
         for produced in chain:
             if index.only_consumer(produced.output[0]) is None:
@@ -217,6 +219,8 @@ class AtrousConvolution:
         pads_begin, pads_end, crops_begin, crops_end, guard = found
         blocks_out = blocks
         rank = len(blocks)
+        if any(len(v) != rank for v in (pads_begin, pads_end, crops_begin, crops_end)):
+            return None  # malformed index inputs: the lowering refuses them by rule
         if conv.op_type in POOLS:
             spatial = len(index.attribute(conv, "kernel_shape", []))
         else:
@@ -256,6 +260,8 @@ class AtrousConvolution:
         inner = list(index.attribute(conv, "pads", [0] * (2 * spatial)))
         if auto_pad == "VALID":
             inner = [0] * (2 * spatial)
+        if len(dilations) != spatial or len(inner) != 2 * spatial:
+            return decline(f"'{conv.name}' has dilations or pads of the wrong length")
         fused_dilations, fused_begin, fused_end = [], [], []
         for k in range(spatial):
             s, b = to_s2b[k + 2], from_b2s[k + 2]

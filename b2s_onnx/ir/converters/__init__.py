@@ -34,6 +34,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     nonzero,
     normalization,
     padding,
+    passthrough,
     patches,
     pooling,
     proposal,

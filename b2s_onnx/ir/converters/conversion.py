@@ -32,14 +32,11 @@ def cast(ctx, tensor: str, target: int, output: str) -> None:
         ctx.one("Cast", [tensor], output, to=target)
 
 
-@converts("Identity", (16,), inputs=(1, 1), attrs={})
-def identity(ctx, layer, inputs):
-    ctx.one("Identity", inputs, ctx.out(layer))
-
-
 @converts("Convert", (1,), inputs=(1, 1), attrs={"destination_type": ElementType(required=True)})
 def convert(ctx, layer, inputs):
-    cast(ctx, inputs[0], onnx_type(layer.attrs["destination_type"]), ctx.out(layer))
+    target = onnx_type(layer.attrs["destination_type"])
+    ctx.types[ctx.out(layer)] = target  # the attribute decides, not the port's precision
+    cast(ctx, inputs[0], target, ctx.out(layer))
 
 
 @converts("ConvertLike", (1,), inputs=(2, 2), attrs={})

@@ -139,7 +139,7 @@ def deformable_convolution(ctx: ConversionContext, layer: Layer, inputs: list[st
     pad_t, pad_l = _leading_pads(ctx, layer, inputs[0], [kh, kw])
     (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
     # Version 8 adds the attribute; version 1 behaves as its default.
-    padded = attrs["bilinear_interpolation_pad"] if "bilinear_interpolation_pad" in attrs else False
+    padded = attrs["bilinear_interpolation_pad"] if layer.version == "opset8" else False
 
     shape = ctx.one("Shape", [data])
     height = ctx.one("Gather", [shape, _i64(ctx, "h", 2)])

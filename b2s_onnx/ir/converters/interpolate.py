@@ -201,7 +201,20 @@ def _convert(ctx, layer, data, axes, sizes_in, scales_in, settings=None):
             ctx, layer, padded, shape, axes, sizes, scales, coordinates, nearest_mode
         )
         return
-    if calculation == "sizes":
+    if static:
+        # OpenVINO's ONNX frontend lists every axis, the unscaled batch and channels too;
+        # an axis kept at its size with scale 1 maps every coordinate mode to itself, so
+        # dropping it changes nothing and spares onnxruntime axes it cannot resize.
+        moved = [i for i, a in enumerate(axes) if not (sizes[i] == shape[a] and scales[i] == 1.0)]
+        if not moved:
+            ctx.one("Identity", [padded], ctx.out(layer))
+            return
+        axes = [axes[i] for i in moved]
+        if calculation == "sizes":
+            operands = ["", _i64(ctx, "sizes", [sizes[i] for i in moved])]
+        else:
+            operands = [ctx.const("scales", np.asarray([scales[i] for i in moved], np.float32))]
+    elif calculation == "sizes":
         operands = ["", ctx.int64(sizes_in)]
     else:
         operands = [ctx.one("Cast", [scales_in], to=1)]

@@ -1,4 +1,4 @@
-"""MaxPool-1/8/14 (with the indices output) and AvgPool-1/14, in every rounding type.
+"""MaxPool-1/8/14 (with the indices output) and AvgPool-1/14/16, in every rounding type.
 
 onnxruntime's ``ceil_mode`` is OpenVINO's ``ceil_torch``: a window that would start in the
 end padding is dropped. OpenVINO's plain ``ceil`` keeps that window, which then covers
@@ -69,6 +69,27 @@ def _window_counts(
     return counts
 
 
+def _same_pads(
+    ctx: ConversionContext, layer: Layer, data: str, dilations: list[int], upper: bool
+) -> list[int]:
+    """SAME padding as OpenVINO computes it: ``ceil(size / stride)`` windows, the odd
+    padding element at the end (same_upper) or the beginning (same_lower)."""
+    shape = ctx.shape(data)
+    if shape is None or any(d is None for d in shape[2:]):
+        raise B2SError(f"{layer.where()}: SAME padding with dilations needs static spatial dims")
+    begins, ends = [], []
+    for axis, (kernel, stride, dilation) in enumerate(
+        zip(layer.attrs["kernel"], layer.attrs["strides"], dilations, strict=True)
+    ):
+        size = shape[2 + axis]
+        windows = -(-size // stride)
+        total = max(0, (windows - 1) * stride + (kernel - 1) * dilation + 1 - size)
+        small, large = total // 2, total - total // 2
+        begins.append(small if upper else large)
+        ends.append(large if upper else small)
+    return begins + ends
+
+
 def _pool_attrs(ctx: ConversionContext, layer: Layer, data: str, dilations: list[int]):
     """ONNX pooling attributes, and per spatial axis the end windows to append.
 
@@ -81,6 +102,10 @@ def _pool_attrs(ctx: ConversionContext, layer: Layer, data: str, dilations: list
     attrs = {"kernel_shape": values["kernel"], "strides": values["strides"]}
     none = [0] * spatial
     auto_pad = values["auto_pad"]
+    if auto_pad in _AUTO_PAD and any(d != 1 for d in dilations):
+        # onnxruntime refuses SAME auto-padding with dilations: the explicit pads instead.
+        attrs["pads"] = _same_pads(ctx, layer, data, dilations, upper=auto_pad == "same_upper")
+        return attrs, none
     if auto_pad in _AUTO_PAD:
         attrs["auto_pad"] = _AUTO_PAD[auto_pad]
         return attrs, none
@@ -150,13 +175,6 @@ def _max_pool_with_indices(ctx: ConversionContext, layer: Layer, data: str) -> N
     attrs, extra = _pool_attrs(ctx, layer, data, dilations)
     if any(d != 1 for d in dilations):
         attrs["dilations"] = dilations
-    if len(layer.outputs) < 2 or not ctx.is_read(layer, 1):
-        # No reader of the indices: the plain MaxPool, which later rewrites can match.
-        values = ctx.one("MaxPool", [data], **attrs)
-        if any(extra):
-            values = _append_windows(ctx, values, extra, _lowest(ctx, data))
-        ctx.one("Identity", [values], ctx.out(layer, 0))
-        return
     values, indices = ctx.node("MaxPool", [data], [ctx.tmp("values"), ctx.tmp("indices")], **attrs)
     plane = ctx.reduce("ReduceProd", ctx.one("Shape", [data], start=2), [0], True)
     if any(extra):
@@ -210,12 +228,13 @@ def avg_pool_14(ctx, layer, inputs):
     },
 )
 def avg_pool_16(ctx, layer, inputs):
-    """Version 16 adds ``dilations``; ONNX AveragePool takes them from opset 19 on."""
+    """OpenVINO's ONNX frontend writes every AveragePool of ONNX opset 19 on as AvgPool-16;
+    its dilations need ONNX AveragePool-19, so a dilated one needs that target opset."""
     dilations = layer.attrs["dilations"] or [1] * len(layer.attrs["kernel"])
     if any(d != 1 for d in dilations) and ctx.opset < 19:
         raise B2SError(
-            f"{layer.where()}: attribute dilations={dilations}: ONNX AveragePool takes dilations "
-            f"from opset 19 on, the target is opset {ctx.opset} (convert with --opset 19)"
+            f"{layer.where()}: attribute 'dilations' {dilations} needs ONNX AveragePool-19; "
+            f"convert with opset 19 or later (the target is {ctx.opset})"
         )
     _avg_pool(ctx, layer, inputs[0], dilations)
 
@@ -231,7 +250,7 @@ def _avg_pool(
     exclude = layer.attrs["exclude-pad"]
     attrs["count_include_pad"] = 0 if exclude else 1
     if not exclude and layer.attrs["rounding_type"] != "floor" and any(attrs.get("pads", [])):
-        _divide_by_whole_kernel(ctx, layer, data, attrs)
+        data = _divide_by_whole_kernel(ctx, layer, data, attrs)
     if not any(extra):
         ctx.one("AveragePool", [data], ctx.out(layer), **attrs)
         return
@@ -241,7 +260,7 @@ def _avg_pool(
     ctx.one("Identity", [_append_windows(ctx, pooled, extra, fill)], ctx.out(layer))
 
 
-def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, attrs: dict) -> None:
+def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, attrs: dict) -> str:
     """Counting padding, OpenVINO divides a ceil-mode window that runs past the end padding
     by the whole kernel size; onnxruntime by the part inside the padding. Floor mode with the
     end padding stretched to the last ('ceil_torch') window's end makes both the same. With
@@ -249,21 +268,47 @@ def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, att
     shape = ctx.shape(data)
     spatial = len(attrs["kernel_shape"])
     if all(stride == 1 for stride in attrs["strides"]):
-        return
+        return data
     if shape is None or any(d is None for d in shape[2:]):
         raise B2SError(
             f"{layer.where()}: AvgPool counting padding with a rounding_type of ceil needs "
             "static spatial dims"
         )
     pads = list(attrs["pads"])
+    dilations = attrs.get("dilations", [1] * spatial)
     for axis in range(spatial):
-        stride, size, begin = attrs["strides"][axis], attrs["kernel_shape"][axis], pads[axis]
+        stride, begin = attrs["strides"][axis], pads[axis]
+        size = (attrs["kernel_shape"][axis] - 1) * dilations[axis] + 1
         count = math.ceil((shape[axis + 2] + begin + pads[spatial + axis] - size) / stride) + 1
         if (count - 1) * stride >= shape[axis + 2] + begin:
             count -= 1
         pads[spatial + axis] = max(0, (count - 1) * stride + size - shape[axis + 2] - begin)
     attrs["pads"] = pads
     attrs.pop("ceil_mode", None)
+    if all(max(pads[a], pads[spatial + a]) < attrs["kernel_shape"][a] for a in range(spatial)):
+        return data
+    # onnxruntime takes no pad as large as the kernel (a dilated window reaches further):
+    # zeros joined on explicitly count the same. A Pad would be fused back into the pool by
+    # onnxruntime's optimizer, so the zeros are concatenated.
+    attrs["pads"] = [0] * (2 * spatial)
+    if None in shape:
+        raise B2SError(
+            f"{layer.where()}: a dilated ceil-mode AvgPool counting padding needs a static "
+            f"input shape, got {list(shape)}"
+        )
+    dims = list(shape)
+    dtype = NUMPY_OF_ONNX.get(ctx.type_of(data), np.float32)
+    for axis in range(spatial):
+        begin, end = pads[axis], pads[spatial + axis]
+        parts = []
+        for count in (begin, end):
+            block = list(dims)
+            block[axis + 2] = count
+            parts.append(ctx.const("zeros", np.zeros(block, dtype)) if count else None)
+        if begin or end:
+            data = ctx.one("Concat", [p for p in (parts[0], data, parts[1]) if p], axis=axis + 2)
+            dims[axis + 2] += begin + end
+    return data
 
 
 def _slice(ctx: ConversionContext, tensor: str, axis: int, start: int, stop: int) -> str:

@@ -38,6 +38,8 @@ class Registration:
 
 CONVERTERS: dict[tuple[str, str], Converter] = {}
 REGISTRATIONS: dict[tuple[str, str], Registration] = {}
+#: What ``converts`` put in CONVERTERS, to tell a swapped entry from the registered one.
+_REGISTERED: dict[tuple[str, str], Converter] = {}
 #: OpenVINO looks layer types up case-insensitively (``Relu`` is ``ReLU``).
 _CANONICAL: dict[str, str] = {name.lower(): name for name in STRUCTURAL}
 
@@ -56,6 +58,7 @@ def converts(
         for version in versions:
             key = (layer_type, version if isinstance(version, str) else f"opset{version}")
             CONVERTERS[key] = function
+            _REGISTERED[key] = function
             REGISTRATIONS[key] = Registration(
                 function, None if attrs is None else dict(attrs), inputs
             )
@@ -71,14 +74,16 @@ def canonical_type(layer_type: str) -> str:
 
 
 def registration(layer: Layer) -> Registration | None:
-    """The layer's converter with its declaration. The callable comes from
-    :data:`CONVERTERS`, the public table (tests swap entries there)."""
+    """The layer's converter with its declaration; an entry swapped in :data:`CONVERTERS`
+    (the public table) takes precedence over the registered one."""
     key = (canonical_type(layer.type), layer.version)
     found = REGISTRATIONS.get(key)
     if found is None:
         return None
-    converter = CONVERTERS.get(key, found.converter)
-    return found if converter is found.converter else replace(found, converter=converter)
+    swapped = CONVERTERS.get(key)
+    if swapped is None or swapped is _REGISTERED.get(key):
+        return found
+    return replace(found, converter=swapped)
 
 
 def find(layer: Layer) -> Converter | None:

@@ -86,7 +86,7 @@ def roi_align(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     data, rois = as_float(ctx, inputs[0]), as_float(ctx, inputs[1])
     attrs = layer.attrs
     # Version 9 adds the attribute; version 3 behaves as its default.
-    aligned = attrs["aligned_mode"] if "aligned_mode" in attrs else "asymmetric"
+    aligned = attrs["aligned_mode"] if layer.version == "opset9" else "asymmetric"
     native = attrs["mode"] == "avg" and (aligned == "asymmetric" or ctx.opset >= 16)
     if not native:
         finish(ctx, layer, _roi_align_composed(ctx, layer, data, rois, inputs[2], aligned))

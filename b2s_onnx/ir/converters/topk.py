@@ -4,7 +4,8 @@ ONNX's TopK (sorted by value) puts equal values in index order, which is what Op
 ``stable`` promises, so stable and unstable TopK are the same here. ``sort='index'``
 re-orders the selected entries by index with a second TopK over the negated indices. A
 ``k`` larger than the axis selects the whole axis, as in OpenVINO. Element types ONNX's
-TopK lacks (8/16-bit integers, f16) are widened exactly and narrowed back.
+TopK lacks (8/16-bit integers, f16) are widened exactly and narrowed back; u64 is shifted
+into int64's range.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from onnx import TensorProto
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters.registry import converts
-from b2s_onnx.ir.converters.schema import Bool, Choice, ElementType, Int
+from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType
 from b2s_onnx.ir.reader import Layer
 
 _TOPK = {
-    "axis": Int(required=True),
+    "axis": Axis(required=True),
     "mode": Choice(allowed=("max", "min"), required=True),
     "sort": Choice(allowed=("value", "index", "none"), required=True),
 }
@@ -66,6 +67,11 @@ def _top_k(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     element = ctx.type_of(data)
     wider = _WIDER.get(element)
     operand = ctx.one("Cast", [data], to=wider) if wider is not None else data
+    if element == TensorProto.UINT64:
+        # No exact wider type: moving the range down by 2**63 (wrapping) keeps the order
+        # in int64; the values are then gathered from the data itself.
+        half = ctx.const("half", np.asarray(2**63, np.uint64))
+        operand = ctx.one("Cast", [ctx.one("Sub", [data, half])], to=TensorProto.INT64)
     k_vector = _k_vector(ctx, layer, operand, k, axis)
     largest = int(layer.attrs["mode"] == "max")
     values, indices = ctx.node(
@@ -89,6 +95,8 @@ def _top_k(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
         indices = ctx.one("GatherElements", [indices, order], axis=axis)
     if wider is not None:
         values = ctx.one("Cast", [values], to=element)
+    elif element == TensorProto.UINT64:
+        values = ctx.one("GatherElements", [data, indices], axis=axis)
     ctx.one("Identity", [values], ctx.out(layer, 0))
     if len(layer.outputs) > 1:
         index_output = ctx.out(layer, 1)
