@@ -301,7 +301,7 @@ def _declare_outputs(
         ir_type = _result_ir_type(ctx, layer)
         computed = ctx.type_of(tensor)
         exposed = computed if ir_type is None else output_type(ctx.model.version, ir_type)
-        if _is_float(exposed) != _is_float(computed):
+        if ctx.model.version >= 11 and _is_float(exposed) != _is_float(computed):
             # The port's precision contradicts what its layer computes (a Convert whose
             # destination_type changed): OpenVINO re-derives the type, and so do we.
             exposed = computed

@@ -175,6 +175,13 @@ def _max_pool_with_indices(ctx: ConversionContext, layer: Layer, data: str) -> N
     attrs, extra = _pool_attrs(ctx, layer, data, dilations)
     if any(d != 1 for d in dilations):
         attrs["dilations"] = dilations
+    if len(layer.outputs) < 2 or not ctx.is_read(layer, 1):
+        # No reader of the indices: the plain MaxPool, which later rewrites can match.
+        values = ctx.one("MaxPool", [data], **attrs)
+        if any(extra):
+            values = _append_windows(ctx, values, extra, _lowest(ctx, data))
+        ctx.one("Identity", [values], ctx.out(layer, 0))
+        return
     values, indices = ctx.node("MaxPool", [data], [ctx.tmp("values"), ctx.tmp("indices")], **attrs)
     plane = ctx.reduce("ReduceProd", ctx.one("Shape", [data], start=2), [0], True)
     if any(extra):
