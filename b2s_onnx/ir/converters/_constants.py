@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
 
@@ -16,3 +17,10 @@ def int64s(ctx: ConversionContext, hint: str, values) -> str:
 
 def float32s(ctx: ConversionContext, hint: str, values) -> str:
     return ctx.const(hint, np.asarray(values, dtype=np.float32))
+
+
+def as_float32(ctx: ConversionContext, tensor: str) -> str:
+    """``tensor`` itself when it is float32, else a Cast of it to float32."""
+    if ctx.type_of(tensor) == TensorProto.FLOAT:
+        return tensor
+    return ctx.one("Cast", [tensor], to=TensorProto.FLOAT)

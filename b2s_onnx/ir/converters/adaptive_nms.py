@@ -15,14 +15,8 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from b2s_onnx.ir.context import ConversionContext
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
-
-
-def _f32(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.float32))
+from b2s_onnx.ir.converters._constants import float32s as _f32
+from b2s_onnx.ir.converters._constants import int64s as _i64
 
 
 def _pairwise_iou(ctx: ConversionContext, boxes: str, extra: float) -> str:

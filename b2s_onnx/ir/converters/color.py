@@ -14,6 +14,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
 
@@ -25,10 +26,6 @@ _BLUE = (1.164, 2.018, 0.0)
 
 def _f32(ctx: ConversionContext, hint: str, value: float) -> str:
     return ctx.const(hint, np.asarray(value, np.float32))
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 def _image_size(ctx: ConversionContext, layer: Layer, tensor: str) -> tuple[int, int]:

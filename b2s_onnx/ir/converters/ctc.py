@@ -8,19 +8,15 @@ spare column past the end, which is then cut off, so the output stays [N, T] pad
 
 from __future__ import annotations
 
-import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, ElementType
 from b2s_onnx.ir.reader import Layer
 
 _INDEX = ("i32", "i64")
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 def _greedy(

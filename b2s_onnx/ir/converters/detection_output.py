@@ -21,6 +21,8 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import float32s as _f32
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Int, Ints
 from b2s_onnx.ir.reader import Layer
@@ -59,14 +61,6 @@ def _static(ctx: ConversionContext, layer: Layer, tensor: str) -> tuple[int, ...
 def _require(layer: Layer, condition: bool, what: str) -> None:
     if not condition:
         raise B2SError(f"{layer.where()}: DetectionOutput with {what} is not supported")
-
-
-def _i64(ctx, hint, values):
-    return ctx.const(hint, np.asarray(values, np.int64))
-
-
-def _f32(ctx, hint, values):
-    return ctx.const(hint, np.asarray(values, np.float32))
 
 
 def _decode(ctx, layer, loc, priors, images, num_priors, code, encoded):

@@ -16,6 +16,8 @@ import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import float32s as _f32
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, ElementType, Float, Int
 from b2s_onnx.ir.reader import Layer
@@ -24,14 +26,6 @@ from b2s_onnx.ir.reader import Layer
 MAX_LOG_DELTA = np.float32(np.log(1000.0 / 16.0))
 #: The lowest float32: a score threshold below every real score and above -inf.
 LOWEST = np.float32(np.finfo(np.float32).min)
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
-
-
-def _f32(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.float32))
 
 
 def _float(ctx: ConversionContext, tensor: str) -> str:

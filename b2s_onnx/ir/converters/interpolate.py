@@ -21,6 +21,7 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Ints
 from b2s_onnx.ir.reader import Layer
@@ -57,10 +58,6 @@ _INTERPOLATE_11 = {
     **_INTERPOLATE_4,
     "mode": Choice(allowed=(*_MODES_4, "bilinear_pillow", "bicubic_pillow"), required=True),
 }
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 def _padded(ctx: ConversionContext, layer: Layer, data: str, rank: int):

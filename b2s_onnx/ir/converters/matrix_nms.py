@@ -16,19 +16,13 @@ import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import float32s as _f32
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.adaptive_nms import sorted_boxes_of
 from b2s_onnx.ir.converters.multiclass_nms import order_and_emit
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, ElementType, Float, Int
 from b2s_onnx.ir.reader import Layer
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
-
-
-def _f32(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.float32))
 
 
 def _pairwise_iou(ctx: ConversionContext, boxes: str, normalized: bool) -> str:

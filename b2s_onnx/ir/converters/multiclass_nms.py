@@ -18,6 +18,8 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import float32s as _f32
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.adaptive_nms import adaptive_selection
 from b2s_onnx.ir.converters.nms import onnxruntime_thresholds
 from b2s_onnx.ir.converters.registry import converts
@@ -36,14 +38,6 @@ _ATTRS = {
     "nms_eta": Float(default=1.0, minimum=0.0, maximum=1.0),
     "normalized": Bool(default=True),
 }
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
-
-
-def _f32(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.float32))
 
 
 def _float(ctx: ConversionContext, tensor: str) -> str:

@@ -17,6 +17,8 @@ import numpy as np
 from onnx import TensorProto
 
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import float32s as _f32
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.nms import emit_outputs, greedy_selection, one_value
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, ElementType
@@ -24,14 +26,6 @@ from b2s_onnx.ir.reader import Layer
 
 #: Slack for "corner inside the other box", relative to box size units.
 INSIDE_EPS = np.float32(1e-5)
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
-
-
-def _f32(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.float32))
 
 
 class _Ops:

@@ -11,6 +11,7 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.activation import typed_scalar
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Float, Int
@@ -18,10 +19,6 @@ from b2s_onnx.ir.reader import Layer
 
 #: ONNX Slice's stand-in for "to the end of the axis".
 _TO_END = np.iinfo(np.int64).max
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 def _axes(ctx: ConversionContext, layer: Layer, tensor: str, data: str) -> list[int]:

@@ -13,6 +13,7 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Choice
 from b2s_onnx.ir.reader import Layer
@@ -21,10 +22,6 @@ _MODES = ("constant", "edge", "reflect", "symmetric")
 #: ONNX Slice's stand-ins for "past the end" in either direction.
 _END = np.iinfo(np.int64).max
 _BEFORE_START = np.iinfo(np.int64).min
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 def _slice(ctx: ConversionContext, data: str, axis: int, start: int, end: int, step: int = 1):

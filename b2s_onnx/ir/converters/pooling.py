@@ -16,6 +16,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, ElementType, Int, Ints
 from b2s_onnx.ir.reader import Layer
@@ -38,10 +39,6 @@ _MAX_POOL_8 = {
     "index_element_type": ElementType(allowed=("i32", "i64"), default="i64"),
     "axis": Int(default=0),
 }
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 def _window_counts(

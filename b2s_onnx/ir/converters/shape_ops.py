@@ -7,6 +7,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType, Int, Ints
 from b2s_onnx.ir.converters.structural import STRUCTURAL
@@ -15,10 +16,6 @@ from b2s_onnx.ir.weights import onnx_type
 
 INT64_MAX = int(np.iinfo(np.int64).max)
 INT64_MIN = int(np.iinfo(np.int64).min)
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, dtype=np.int64))
 
 
 @converts("Parameter", (1,), inputs=(0, 0), attrs=STRUCTURAL["Parameter"][0])

@@ -15,6 +15,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType
 from b2s_onnx.ir.reader import Layer
@@ -35,10 +36,6 @@ _WIDER = {
     TensorProto.FLOAT16: TensorProto.FLOAT,
     TensorProto.BFLOAT16: TensorProto.FLOAT,
 }
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 def _k_vector(ctx: ConversionContext, layer: Layer, data: str, k: str, axis: int) -> str:

@@ -8,17 +8,12 @@ pure permutation, so it is a Reshape/Transpose/Reshape and bit-exact.
 
 from __future__ import annotations
 
-import numpy as np
-
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Floats, Int, Ints
 from b2s_onnx.ir.reader import Layer
-
-
-def _i64(ctx: ConversionContext, hint: str, values) -> str:
-    return ctx.const(hint, np.asarray(values, np.int64))
 
 
 @converts(
