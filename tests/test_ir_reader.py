@@ -116,3 +116,12 @@ def test_unknown_element_type_is_named(tmp_path):
     text = tiny().replace('element_type="f32" shape="1,3"', 'element_type="q7" shape="1,3"')
     with pytest.raises(B2SError, match="element type 'q7' is not supported"):
         b2s_onnx.convert_ir(write_ir(tmp_path, text=text))
+
+
+def test_an_ir_without_a_name_converts_to_a_named_graph(tmp_path):
+    """Found by the reader fuzz: ONNX requires a graph name, an IR need not have one."""
+    import b2s_onnx
+
+    xml = write_ir(tmp_path)
+    xml.write_text(xml.read_text().replace('<net name="tiny"', '<net name=""', 1))
+    assert b2s_onnx.convert_ir(xml).graph.name == "converted"

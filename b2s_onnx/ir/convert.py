@@ -150,7 +150,7 @@ def _assemble(
     imports += [helper.make_opsetid(d, 1) for d in sorted(node_domains - {""})]
     model.opset_import.extend(imports)
     graph = model.graph
-    graph.name = name
+    graph.name = name or "converted"  # ONNX requires a graph name; an IR may have none
     graph.node.extend(ctx.nodes)
     graph.input.extend(graph_inputs)
     graph.output.extend(graph_outputs)
