@@ -259,11 +259,6 @@ def _pool_attrs(ctx, layer, data) -> dict:
     return attrs
 
 
-def _consumed(ctx: ConversionContext, layer: Layer, index: int) -> bool:
-    port = layer.outputs[index].id
-    return any(source == (layer.id, port) for source in ctx.model.sources.values())
-
-
 @converts(
     "MatMul",
     (1,),

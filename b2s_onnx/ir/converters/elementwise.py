@@ -237,25 +237,3 @@ def prelu(ctx, layer, inputs):
 @converts("Select", (1,), inputs=(3, 3), attrs=BROADCAST)
 def select(ctx, layer, inputs):
     ctx.one("Where", inputs, ctx.out(layer))
-
-
-def _fake_quantize_constant_ranges(ctx, layer, x, levels, in_low, in_high, out_low, out_high):
-    """The same formula with its coefficients computed once: 6 nodes instead of 11."""
-    dtype = NUMPY_OF_ONNX[ctx.type_of(x)]
-    steps = dtype(levels - 1)
-    in_low, in_high = in_low.astype(dtype), in_high.astype(dtype)
-    out_low, out_high = out_low.astype(dtype), out_high.astype(dtype)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        in_scale = (steps / (in_high - in_low)).astype(dtype)
-    out_scale = ((out_high - out_low) / steps).astype(dtype)
-    clamped = ctx.one(
-        "Min",
-        [
-            ctx.one("Max", [x, ctx.const("low", np.minimum(in_low, in_high))]),
-            ctx.const("high", np.maximum(in_low, in_high)),
-        ],
-    )
-    shifted = ctx.one("Sub", [clamped, ctx.const("in_low", in_low)])
-    quantized = ctx.one("Round", [ctx.one("Mul", [shifted, ctx.const("in_scale", in_scale)])])
-    scaled = ctx.one("Mul", [quantized, ctx.const("out_scale", out_scale)])
-    ctx.one("Add", [scaled, ctx.const("out_low", out_low)], ctx.out(layer))
