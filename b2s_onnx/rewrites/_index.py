@@ -115,6 +115,15 @@ class GraphIndex:
         the same pass see a constant."""
         self._constants[name] = value
 
+    def produced_by(
+        self, name: str, op_type: str, domains: tuple[str, ...] = ("", "ai.onnx")
+    ) -> onnx.NodeProto | None:
+        """The node producing ``name`` when it is an ``op_type`` of ``domains``, else None."""
+        node = self.producer.get(name)
+        if node is None or node.op_type != op_type or node.domain not in domains:
+            return None
+        return node
+
     def only_consumer(self, name: str) -> onnx.NodeProto | None:
         """The single node reading ``name``, when it is not also a graph output."""
         readers = self.consumers.get(name, [])

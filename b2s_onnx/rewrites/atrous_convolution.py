@@ -58,13 +58,6 @@ _UNARY = frozenset(
 _BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "PRelu", "Pow"})
 
 
-def _custom(index: GraphIndex, name: str, op_type: str, domains) -> onnx.NodeProto | None:
-    node = index.producer.get(name)
-    if node is None or node.op_type != op_type or node.domain not in domains:
-        return None
-    return node
-
-
 def _ints(index: GraphIndex, name: str) -> list[int] | None:
     """The integers ``name`` always holds, seeing through the Casts a converter puts
     between an int32 constant and an op that takes int64 (the rewrites run before

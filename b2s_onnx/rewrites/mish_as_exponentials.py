@@ -18,13 +18,6 @@ from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 
-def _producer(index: GraphIndex, name: str, op_type: str) -> onnx.NodeProto | None:
-    node = index.producer.get(name)
-    if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx"):
-        return None
-    return node
-
-
 class MishAsExponentials:
     name = "mish-as-exponentials"
     #: A different formula for the same function: float rounding differs.
@@ -37,8 +30,8 @@ class MishAsExponentials:
         if node.op_type == "Mish":
             return node.input[0], [node], []
         for data, gate in (node.input, node.input[::-1]):
-            tanh = _producer(index, gate, "Tanh")
-            softplus = None if tanh is None else _producer(index, tanh.input[0], "Softplus")
+            tanh = index.produced_by(gate, "Tanh")
+            softplus = None if tanh is None else index.produced_by(tanh.input[0], "Softplus")
             if softplus is not None and softplus.input[0] == data:
                 return data, [softplus, tanh, node], [softplus.output[0], tanh.output[0]]
         return None

@@ -15,13 +15,6 @@ from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 from b2s_onnx.rewrites.prelu_as_leaky_relu import leaky_relu_or_max
 
 
-def _producer(index: GraphIndex, name: str, op_type: str) -> onnx.NodeProto | None:
-    node = index.producer.get(name)
-    if node is None or node.op_type != op_type or node.domain not in ("", "ai.onnx"):
-        return None
-    return node
-
-
 class PReluSpelledOut:
     name = "prelu-spelled-out"
     anchors = ("Add",)
@@ -30,16 +23,16 @@ class PReluSpelledOut:
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
     ) -> Fired | Declined | None:
         for relu_in, mul_in in (node.input, node.input[::-1]):
-            relu = _producer(index, relu_in, "Relu")
-            mul = _producer(index, mul_in, "Mul")
+            relu = index.produced_by(relu_in, "Relu")
+            mul = index.produced_by(mul_in, "Mul")
             if relu is None or mul is None:
                 continue
             for const_in, neg_relu_in in (mul.input, mul.input[::-1]):
                 scale = index.constant(const_in)
-                neg_relu = _producer(index, neg_relu_in, "Relu")
+                neg_relu = index.produced_by(neg_relu_in, "Relu")
                 if scale is None or neg_relu is None:
                     continue
-                neg = _producer(index, neg_relu.input[0], "Neg")
+                neg = index.produced_by(neg_relu.input[0], "Neg")
                 if neg is None or neg.input[0] != relu.input[0]:
                     continue
                 matched = [relu, neg, neg_relu, mul, node]
