@@ -9,14 +9,26 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 #: ISA extensions that move onnxruntime's and OpenVINO's kernels (and so the ratios).
-_ISA = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
+_ISA = (
+    "sse4_2",
+    "avx",
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx_vnni",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 
 
-def isa_flags() -> str:
-    """The CPU's model name and the ISA flags above that it has (Linux; else the platform)."""
+def _cpuinfo() -> tuple[str, set[str]]:
+    """The CPU's model name and flags (Linux), or empty ones elsewhere."""
     cpuinfo = Path("/proc/cpuinfo")
     if not cpuinfo.is_file():
-        return platform.processor() or platform.machine()
+        return "", set()
     model, flags = "", set()
     for line in cpuinfo.read_text().splitlines():
         key, _, value = line.partition(":")
@@ -24,7 +36,19 @@ def isa_flags() -> str:
             model = value.strip()
         elif key.strip() == "flags" and not flags:
             flags = set(value.split())
-    return f"{model}; ISA: {' '.join(f for f in _ISA if f in flags) or 'none of note'}"
+    return model, flags
+
+
+def isa_flag_list() -> list[str]:
+    """The ISA extensions above that this CPU has."""
+    return [flag for flag in _ISA if flag in _cpuinfo()[1]]
+
+
+def isa_flags() -> str:
+    """The CPU's model name and the ISA flags above that it has, for a report line."""
+    model, _ = _cpuinfo()
+    model = model or platform.processor() or platform.machine()
+    return f"{model}; ISA: {' '.join(isa_flag_list()) or 'none of note'}"
 
 
 def interleaved_medians(

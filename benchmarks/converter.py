@@ -22,6 +22,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import b2s_onnx
+from benchmarks._machine import isa_flag_list
 
 DOMAIN = "org.openvinotoolkit"
 
@@ -202,21 +203,6 @@ def _seconds(function) -> float:
     return time.perf_counter() - start
 
 
-def cpu_isa_flags() -> list[str]:
-    """The vector ISA extensions this CPU reports (they decide OpenVINO's kernels)."""
-    wanted = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16")
-    wanted += ("amx_tile", "amx_bf16", "amx_int8", "avx_vnni")
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return []
-    flags = next(
-        (line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")),
-        [],
-    )
-    return [flag for flag in wanted if flag in flags]
-
-
 def ir_versus_openvino(megabytes: int, repeats: int, compress: bool = False) -> dict:
     """Median seconds of ``convert_ir`` + saving the ONNX file, and of OpenVINO's
     ``read_model`` + ``compile_model`` on CPU, for the same ~``megabytes`` MB of f32
@@ -255,7 +241,7 @@ def ir_versus_openvino(megabytes: int, repeats: int, compress: bool = False) -> 
         "openvino_read_compile_s": openvino_s,
         "ratio": convert_s / openvino_s,
         "median_pair_ratio": float(np.median([a / b for a, b in pairs])),
-        "cpu_isa": cpu_isa_flags(),
+        "cpu_isa": isa_flag_list(),
         "repeats": repeats,
     }
     print(

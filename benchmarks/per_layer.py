@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import subprocess
 import sys
@@ -25,22 +24,9 @@ from pathlib import Path
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.convert import convert_ir_model
 from b2s_onnx.parity.ir_check import check_ir
+from benchmarks._machine import isa_flags
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "ir-corpus"
-#: The instruction-set extensions that decide OpenVINO's and onnxruntime's CPU kernels.
-ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
-
-
-def cpu_flags() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return platform.processor() or "unknown"
-    rows = text.splitlines()
-    flags = next((row for row in rows if row.startswith("flags")), "")
-    present = set(flags.split(":", 1)[-1].split())
-    model = next((row.split(":", 1)[1].strip() for row in rows if "model name" in row), "")
-    return f"{model}; " + " ".join(f for f in ISA_FLAGS if f in present)
 
 
 def _check(xml: Path, per_layer: bool) -> dict:
@@ -113,7 +99,7 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also peak RSS, in subprocesses")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args()
-    print(f"CPU: {cpu_flags()}")
+    print(f"CPU: {isa_flags()}")
     header = f"{'model':<46}{'check s':>9}{'per-layer s':>12}{'ratio':>7}  strategy"
     print(header + ("   command ratio, peak MiB check/per-layer (ratio)" if args.memory else ""))
     results = []
@@ -139,7 +125,7 @@ def main() -> None:
         worst = max(results, key=lambda r: r["ratio"])
         print(f"largest time ratio: {worst['ratio']:.2f} ({worst['model']})")
     if args.json:
-        Path(args.json).write_text(json.dumps({"cpu": cpu_flags(), "models": results}, indent=2))
+        Path(args.json).write_text(json.dumps({"cpu": isa_flags(), "models": results}, indent=2))
 
 
 if __name__ == "__main__":
