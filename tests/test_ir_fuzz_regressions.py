@@ -87,11 +87,6 @@ def test_convert_output_type_follows_the_attribute_not_the_port_precision(tmp_pa
     assert converted.graph.output[0].type.tensor_type.elem_type == 6  # int32
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the converter follows OpenVINO's CPU plugin, which clamps k to the axis; this "
-    "self-contradicting mutant (declared [2,2], k=5) is then judged our bug (exit 3)",
-)
 def test_top_k_larger_than_its_axis_is_refused(tmp_path):
     x = o11.parameter([2, 3], F32, name="x")
     xml = tmp_path / "model.xml"
@@ -119,4 +114,48 @@ def test_a_reshape_target_that_cannot_hold_the_data_is_refused(tmp_path):
     ov.save_model(ov.Model([reshaped], [x]), xml, compress_to_fp16=False)
     xml.with_suffix(".bin").write_bytes(np.asarray([5, 4], np.int64).tobytes())
     with pytest.raises(B2SError, match=r"target shape \[5, 4\] cannot hold the 12 elements"):
+        b2s_onnx.convert_ir(xml)
+
+
+def test_interpolate_sizes_that_contradict_the_declared_output_are_refused(tmp_path):
+    """The converter used to take the target sizes from the declared output; OpenVINO takes
+    them from the sizes input. A corrupt sizes constant is now caught, not ignored."""
+    x = o11.parameter([1, 2, 4, 4], F32, name="x")
+    resized = o11.interpolate(x, _i64([8, 8]), "nearest", "sizes", axes=_i64([2, 3]))
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([resized], [x]), xml, compress_to_fp16=False)
+    weights = bytearray(xml.with_suffix(".bin").read_bytes())
+    sizes = np.asarray([8, 8], np.int64).tobytes()
+    start = bytes(weights).index(sizes)
+    weights[start : start + len(sizes)] = np.asarray([8, 9], np.int64).tobytes()
+    xml.with_suffix(".bin").write_bytes(bytes(weights))
+    with pytest.raises(B2SError, match=r"declares sizes \[8, 8\].*sizes input gives \[8, 9\]"):
+        b2s_onnx.convert_ir(xml)
+
+
+def test_an_edge_whose_ends_declare_different_element_types_is_refused(tmp_path):
+    x = o11.parameter([2, 3], F32, name="x")
+    top = o11.topk(x, _i64(2), 1, "max", "value", "i32")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([o1.relu(top.output(0))], [x]), xml, compress_to_fp16=False)
+    text = xml.read_text()
+    # Rewire the ReLU (declared f32 input) to TopK's i32 indices.
+    edge = re.search(r'<edge from-layer="(\d+)" from-port="2" to-layer="(\d+)"', text)
+    assert edge is not None
+    rewired = edge.group(0).replace('from-port="2"', 'from-port="3"')
+    xml.write_text(text.replace(edge.group(0), rewired))
+    with pytest.raises(B2SError, match=r"declares element type f32 .* declares i32: the IR contra"):
+        b2s_onnx.convert_ir(xml)
+
+
+def test_a_pad_of_int64_min_is_refused_not_overflowed(tmp_path):
+    x = o1.parameter([2, 3], F32, name="x")
+    padded = o1.pad(x, _i64([0, -1]), _i64([0, 0]), "constant")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([padded], [x]), xml, compress_to_fp16=False)
+    weights = bytearray(xml.with_suffix(".bin").read_bytes())
+    start = bytes(weights).index(np.asarray([0, -1], np.int64).tobytes()) + 8
+    weights[start : start + 8] = np.int64(np.iinfo(np.int64).min).tobytes()
+    xml.with_suffix(".bin").write_bytes(bytes(weights))
+    with pytest.raises(B2SError, match=r"crop axis 1 \(size 3\) below zero"):
         b2s_onnx.convert_ir(xml)

@@ -2,13 +2,14 @@
 
 An IR states every tensor's shape twice: on the producer's output port and on each
 consumer's input port, and a Const or Parameter states it a third time in its ``shape``
-attribute. When those disagree the file contradicts itself, whichever is right, so that is
-refused before conversion. Once every edge agrees, a converted output shape that differs
-from the declared one means either our converter computes the op wrongly or the layer's
-declared output breaks the op's own shape rule. OpenVINO (when installed) arbitrates: it
+attribute; each end of an edge also states the element type. When those disagree the
+file contradicts itself, whichever is right, so that is refused before conversion. Once
+every edge agrees, a converted output shape that differs from the declared one means either
+our converter computes the op wrongly or the layer's declared output breaks the op's own
+shape rule. OpenVINO (when installed) arbitrates: it
 re-derives every output shape from the inputs when it reads the IR, so if its shape is the
-one we computed, the declaration is wrong (bad input); if it agrees with the declaration,
-the bug is ours.
+one we computed, or a third one, the declaration is wrong (bad input); if it agrees with
+the declaration, the bug is ours.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import onnx
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.types import TensorInfo, infer_infos
 from b2s_onnx.ir.reader import IRModel, Layer, parse_shape
+from b2s_onnx.ir.weights import element_type
 
 Dims = Sequence[int | None]
 
@@ -59,6 +61,13 @@ def check_declared_shapes(ir: IRModel) -> None:
                     f"{layer.where()}: output port {port.id} declares {shown(port.dims)} but "
                     f"the layer's shape attribute says {shown(stated)}: the IR contradicts itself"
                 )
+            typed = _element_type(layer.data.get("element_type"))
+            made = _element_type(port.precision)
+            if typed and made and typed != made:
+                raise B2SError(
+                    f"{layer.where()}: output port {port.id} declares element type {made} but "
+                    f"the layer's element_type attribute says {typed}: the IR contradicts itself"
+                )
     for edge in ir.edges:
         source, target = ir.layers[edge.from_layer], ir.layers[edge.to_layer]
         produced = source.output_port(edge.from_port).dims
@@ -69,6 +78,27 @@ def check_declared_shapes(ir: IRModel) -> None:
                 f"{source.where()} output port {edge.from_port}, which feeds it, declares "
                 f"{shown(produced)}: the IR contradicts itself"
             )
+        made = _element_type(source.output_port(edge.from_port).precision)
+        taken = _element_type(next(p.precision for p in target.inputs if p.id == edge.to_port))
+        if made and taken and made != taken:
+            # Converters type a layer's outputs by its ports; a consumer told f32 that is fed
+            # i32 would be written with the wrong type.
+            raise B2SError(
+                f"{target.where()}: input port {edge.to_port} declares element type {taken} but "
+                f"{source.where()} output port {edge.from_port}, which feeds it, declares "
+                f"{made}: the IR contradicts itself"
+            )
+
+
+def _element_type(precision: str | None) -> str | None:
+    """A port's precision as an element type; None when unstated, dynamic or unknown
+    (unknown names are refused where the type is used)."""
+    if precision is None or precision.upper() in ("UNSPECIFIED", "DYNAMIC", "UNDEFINED"):
+        return None
+    try:
+        return element_type(precision, "")
+    except B2SError:
+        return None
 
 
 def read_with_openvino(xml: Path, bin_path: Path | None):
@@ -122,6 +152,11 @@ def shape_disagreement(
         return B2SError(f"{facts} (OpenVINO refuses the IR too: {derived})")
     if derived is not None and agree(derived, computed) and not agree(derived, declared):
         return B2SError(f"{facts} by the op's shape rule: the IR contradicts itself")
+    if derived is not None and not agree(derived, declared):
+        # Neither agrees: the declaration is still not what OpenVINO's shape rules give.
+        return B2SError(
+            f"{facts}, and OpenVINO's shape rules give {shown(derived)}: the IR contradicts itself"
+        )
     return ConversionMismatchError(
         f"{facts}; this is a bug in b2s_onnx's {layer.type} converter, please report it"
     )

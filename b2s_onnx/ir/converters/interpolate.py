@@ -130,11 +130,28 @@ def _nearest_by_gather(ctx, layer, data, shape, axes, sizes, scales, coordinates
 
 
 def _static_sizes_and_scales(ctx, layer, shape, axes, sizes_in, scales_in, calculation):
-    """Output sizes and scales on ``axes`` when known at conversion time."""
+    """Output sizes and scales on ``axes`` when known at conversion time: from a constant
+    ``sizes`` input, else from the declared output shape (run-time sizes or scales)."""
     out_shape = ctx.shape(ctx.out(layer))
     sizes = None if out_shape is None else [out_shape[a] for a in axes]
     if sizes is not None and any(s is None for s in sizes):
         sizes = None
+    targets = ctx.value(sizes_in) if calculation == "sizes" else None
+    if targets is not None:
+        targets = [int(v) for v in targets.reshape(-1)]
+        if len(targets) != len(axes) or any(v < 0 for v in targets):
+            raise B2SError(
+                f"{layer.where()}: sizes {targets} must hold {len(axes)} non-negative values "
+                f"(one per axis in {axes})"
+            )
+        if sizes is not None and sizes != targets:
+            declared = [out_shape[a] for a in axes]
+            raise B2SError(
+                f"{layer.where()}: output port {layer.outputs[0].id} declares sizes "
+                f"{declared} on axes {axes}, but the sizes input gives {targets}: the IR "
+                "contradicts itself"
+            )
+        sizes = targets
     scales = None
     if calculation == "scales" and scales_in is not None and ctx.value(scales_in) is not None:
         scales = [float(v) for v in ctx.value(scales_in).reshape(-1).astype(np.float32)]

@@ -87,10 +87,18 @@ def pad(ctx, layer, inputs):
             f"{layer.where()}: pads_begin and pads_end need {rank} values each (the data "
             f"rank), got {len(begins)} and {len(ends)}"
         )
+    shape = ctx.shape(data) or (None,) * rank
+    for axis, (dim, begin, end) in enumerate(zip(shape, begins, ends, strict=True)):
+        if dim is not None and dim + begin + end < 0:
+            raise B2SError(
+                f"{layer.where()}: pads_begin[{axis}]={begin} and pads_end[{axis}]={end} crop "
+                f"axis {axis} (size {dim}) below zero"
+            )
     grow_begin, grow_end = [max(v, 0) for v in begins], [max(v, 0) for v in ends]
     _check_reach(ctx, layer, data, mode, grow_begin, grow_end)
     crops = [
-        (axis, max(-begin, 0), end if end < 0 else _END)
+        # min(): -INT64_MIN (a corrupt pad) does not fit in int64; Slice clamps anyway.
+        (axis, min(max(-begin, 0), _END), end if end < 0 else _END)
         for axis, (begin, end) in enumerate(zip(begins, ends, strict=True))
         if begin < 0 or end < 0
     ]

@@ -3,7 +3,9 @@
 ONNX's TopK (sorted by value) puts equal values in index order, which is what OpenVINO's
 ``stable`` promises, so stable and unstable TopK are the same here. ``sort='index'``
 re-orders the selected entries by index with a second TopK over the negated indices. A
-``k`` larger than the axis selects the whole axis, as in OpenVINO. Element types ONNX's
+constant ``k`` larger than a static axis is refused, as OpenVINO's CPU plugin refuses it
+(its shape rules would give k entries); a run-time ``k`` is clamped to the axis, since
+onnxruntime would fail mid-run instead. Element types ONNX's
 TopK lacks (8/16-bit integers, f16) are widened exactly and narrowed back; u64 is shifted
 into int64's range.
 """
@@ -48,7 +50,12 @@ def _k_vector(ctx: ConversionContext, layer: Layer, data: str, k: str, axis: int
             raise B2SError(f"{layer.where()}: input 'k' must be one non-negative value")
         count = int(value.reshape(-1)[0])
         if dim is not None:
-            return _i64(ctx, "k", [min(count, dim)])
+            if count > dim:
+                raise B2SError(
+                    f"{layer.where()}: input 'k': k={count} exceeds the {dim} elements of "
+                    f"axis {axis} (OpenVINO refuses this too)"
+                )
+            return _i64(ctx, "k", [count])
     k_vector = ctx.one("Reshape", [ctx.int64(k), _i64(ctx, "one", [1])])
     length = ctx.one("Shape", [data], start=axis, end=axis + 1)
     return ctx.one("Min", [k_vector, length])
