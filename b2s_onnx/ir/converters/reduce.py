@@ -39,13 +39,28 @@ def _normalized_axes(layer: Layer, values: list[int], rank: int) -> list[int]:
     return sorted({a + rank if a < 0 else a for a in values})
 
 
-def _reduce(ctx, layer, inputs):
-    axes = _axes(ctx, layer, inputs[1], inputs[0])
+def _reduced(ctx, layer: Layer, op: str, data: str, axes: str, source: str, output=None) -> str:
+    """``op`` of ``data`` (``source``, the layer's input, or a cast of it) over the axes in
+    tensor ``axes``. Constant axes are checked here; run-time axes
+    go to the node as an input with ``noop_with_empty_axes``, so that an empty list means no
+    reduction, as in OpenVINO (onnxruntime refuses out-of-range axes when it runs)."""
     keep = layer.attrs["keep_dims"]
-    if not axes:  # OpenVINO: no axes means no reduction at all
-        ctx.one("Identity", inputs[:1], ctx.out(layer))
-        return
-    ctx.reduce(REDUCE[layer.type], inputs[0], axes, keep, ctx.out(layer))
+    if ctx.value(axes) is not None:
+        listed = _axes(ctx, layer, axes, source)
+        if not listed:  # OpenVINO: no axes means no reduction at all
+            return ctx.one("Identity", [data], output)
+        return ctx.reduce(op, data, listed, keep, output)
+    if ctx.opset < 18 and op != "ReduceSum":
+        raise B2SError(
+            f"{layer.where()}: axes computed at run time need {op} with an axes input "
+            f"(ONNX opset 18); the target is {ctx.opset}"
+        )
+    listed = ctx.one("Reshape", [ctx.int64(axes), ctx.const("flat", np.asarray([-1], np.int64))])
+    return ctx.one(op, [data, listed], output, keepdims=int(keep), noop_with_empty_axes=1)
+
+
+def _reduce(ctx, layer, inputs):
+    _reduced(ctx, layer, REDUCE[layer.type], inputs[0], inputs[1], inputs[0], ctx.out(layer))
 
 
 for _type in REDUCE:
@@ -60,14 +75,10 @@ for _type in REDUCE:
 @converts("ReduceLogicalAnd", (1,), inputs=(2, 2), attrs=KEEP_DIMS)
 @converts("ReduceLogicalOr", (1,), inputs=(2, 2), attrs=KEEP_DIMS)
 def reduce_logical(ctx, layer, inputs):
-    axes = _axes(ctx, layer, inputs[1], inputs[0])
-    keep = layer.attrs["keep_dims"]
-    if not axes:
-        ctx.one("Identity", inputs[:1], ctx.out(layer))
-        return
     as_int = ctx.one("Cast", inputs[:1], to=TensorProto.INT32)
     op = "ReduceMin" if layer.type == "ReduceLogicalAnd" else "ReduceMax"
-    ctx.one("Cast", [ctx.reduce(op, as_int, axes, keep)], ctx.out(layer), to=TensorProto.BOOL)
+    reduced = _reduced(ctx, layer, op, as_int, inputs[1], inputs[0])
+    ctx.one("Cast", [reduced], ctx.out(layer), to=TensorProto.BOOL)
 
 
 def _const_like(ctx: ConversionContext, hint: str, value: float, like: str) -> str:
