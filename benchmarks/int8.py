@@ -6,7 +6,8 @@ process, interleaved round by round, medians:
 - float:    ``convert_ir(int8="float")``: FakeQuantize simulated in float;
 - openvino: the INT8 IR on OpenVINO's CPU plugin (its INT8 kernels; f32 elsewhere);
 - ceiling:  for NNCF networks, the float original quantized by onnxruntime's own
-            ``quantize_static`` (QDQ, uint8 activations, int8 per-channel weights).
+            ``quantize_static`` (QDQ, uint8 activations, int8 per-channel weights) after
+            the ``quant_pre_process`` step onnxruntime recommends.
 Plus the integer-kernel coverage of the qdq form, and a reference: 10 x Conv3x3+ReLU on
 1x3x224x224 quantized by ``quantize_static``, in onnxruntime and in OpenVINO, whose ratio
 is what onnxruntime's integer kernels can reach on this CPU.
@@ -62,10 +63,17 @@ def _quantize_static(model: onnx.ModelProto, feeds: list[dict], folder: Path) ->
         def get_next(self):
             return next(self.items, None)
 
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
     source, target = folder / "float.onnx", folder / "quantized.onnx"
+    prepared = folder / "prepared.onnx"
     onnx.save(model, source)
+    # The pre-processing onnxruntime asks for before quantizing: its basic optimizations
+    # fold each bias Add into its Conv, as a float export would have it, so the ceiling
+    # quantizes Conv-with-bias, not Conv followed by a QLinearAdd.
+    quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
     quantize_static(
-        str(source),
+        str(prepared),
         str(target),
         Reader(),
         quant_format=QuantFormat.QDQ,

@@ -587,3 +587,75 @@ def test_matmul_with_weights_dequantized_per_row_is_declined_with_the_reason():
     report = apply_rewrites(model)
     assert "matmul-bias-as-sum" not in report.counts()
     assert any("per column" in d.reason for d in report.declined)
+
+
+def _pool_model(pool: str, then: str = "quantize") -> onnx.ModelProto:
+    """A dequantized tensor pooled, then quantized again (or, ``then="float"``, output)."""
+    attrs = {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}
+    nodes = [helper.make_node(pool, ["x_dq"], ["p" if then == "quantize" else "y"], **attrs)]
+    values = {}
+    if then == "quantize":
+        nodes += [
+            helper.make_node("QuantizeLinear", ["p", "p_scale", "p_zero"], ["p_q"]),
+            helper.make_node("DequantizeLinear", ["p_q", "p_scale", "p_zero"], ["y"]),
+        ]
+        values = {"p_scale": np.float32(0.04), "p_zero": np.uint8(3)}
+    return _qdq_model(nodes, values, [1, 8, 9, 10])
+
+
+def test_average_pool_between_dequantize_and_quantize_stays_float_with_the_same_bits():
+    import onnxruntime as ort
+
+    model = _pool_model("AveragePool")
+    feeds = _image_feeds([1, 8, 9, 10])
+    options = ort.SessionOptions()  # no QDQ fusion: the float pool between the conversions
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    unfused = ort.InferenceSession(model.SerializeToString(), options)
+    (reference,) = unfused.run(["y"], feeds)
+    report = apply_rewrites(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert report.counts().get("average-pool-in-float") == 1
+    counts = optimized_op_counts(model)
+    assert "QLinearAveragePool" not in counts
+    assert counts["AveragePool"] == 1
+    assert run_onnxruntime(model, feeds)["y"].tobytes() == reference.tobytes()
+
+
+@pytest.mark.parametrize("then", ["float", "global"])
+def test_average_pools_the_rewrite_must_leave_alone(then):
+    """An output read in float (no QuantizeLinear), and GlobalAveragePool (onnxruntime's
+    integer kernel is the faster one there)."""
+    if then == "global":
+        nodes = [
+            helper.make_node("GlobalAveragePool", ["x_dq"], ["p"]),
+            helper.make_node("QuantizeLinear", ["p", "x_scale", "x_zero"], ["p_q"]),
+            helper.make_node("DequantizeLinear", ["p_q", "x_scale", "x_zero"], ["y"]),
+        ]
+        model = _qdq_model(nodes, {}, [1, 8, 9, 10])
+    else:
+        model = _pool_model("AveragePool", then="float")
+    assert "average-pool-in-float" not in apply_rewrites(model).counts()
+
+
+def test_max_pool_of_a_dequantized_tensor_runs_on_the_integers():
+    """A Conv after a MaxPool keeps its integer weights and becomes QLinearConv."""
+    weights = _weights([6, 8, 3, 3], 0)
+    nodes = [
+        helper.make_node("MaxPool", ["x_dq"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"], axis=0),
+        helper.make_node("Conv", ["m", "w"], ["c"]),
+        helper.make_node("QuantizeLinear", ["c", "x_scale", "x_zero"], ["c_q"]),
+        helper.make_node("DequantizeLinear", ["c_q", "x_scale", "x_zero"], ["y"]),
+    ]
+    model = _qdq_model(nodes, weights, [1, 8, 10, 10])
+    feeds = _image_feeds([1, 8, 10, 10])
+    before = run_onnxruntime(model, feeds)["y"]
+    report = apply_rewrites(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert report.counts().get("dequantize-after-movement") == 1
+    assert "float-weights-for-float-layers" not in report.counts()
+    counts = optimized_op_counts(model)
+    assert counts["QLinearConv"] == 1
+    assert "Conv" not in counts
+    # QLinearConv requantizes in integers: within a level of the float Conv + Q.
+    np.testing.assert_allclose(run_onnxruntime(model, feeds)["y"], before, atol=0.05 + 1e-6)

@@ -18,6 +18,7 @@ from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
 from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
+from b2s_onnx.rewrites.average_pool_in_float import AveragePoolInFloat
 from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
@@ -54,6 +55,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     AddPerQuantize(),
     MishAsExponentials(),
     PoolFloorMode(),
+    AveragePoolInFloat(),
     GeluFusableForm(),
     SmallConvAs3d(),
 )
