@@ -11,8 +11,13 @@ image excluded; bicubic with a = -0.5) whatever the coordinate mode says. Pads a
 added before resizing. Nearest neighbour with static sizes is computed here as an index
 table per axis (OpenVINO's f32 coordinate arithmetic, so ties round the same way; this
 also covers what ONNX's Resize lacks: ``tf_half_pixel_for_nn``, the 'simple' rounding) and
-applied with Gather: pure data movement, bit-exact. With run-time sizes it is ONNX's
-nearest Resize, whose coordinate arithmetic may break an exact tie differently.
+applied with Gather: pure data movement, bit-exact. With run-time sizes or scales it is
+ONNX's nearest Resize, whose coordinate arithmetic is OpenVINO's in the four coordinate
+modes ONNX names (bit-exact in the tests); the other two modes need static sizes.
+
+onnxruntime's linear and cubic Resize take only some axes in one node; the others are
+resized one by one on a 4-D view of the tensor (see ``_resize``), with run-time scales or
+sizes sliced per axis at run time.
 """
 
 from __future__ import annotations

@@ -297,10 +297,8 @@ def _dilated_avg_pool_as_conv(
             f"dims here (exclude-pad or a rounding_type of ceil), got {list(shape)}"
         )
     counts = []  # per spatial axis: how many taps of each output window lie in the input
-    for axis in range(spatial):
+    for axis in range(spatial if static else 0):
         begin, end = pads[axis], pads[spatial + axis]
-        if not static:
-            continue
         reach = (kernel[axis] - 1) * dilations[axis] + 1
         dim, stride = dims[axis], strides[axis]
         room = dim + begin + end - reach
