@@ -196,16 +196,11 @@ def _avg_pool_16(tmp_path, shape, dilations, rounding, exclude):
     [([1, 2, 7, 6], [1, 1]), ([1, 2, 9, 8], [2, 2]), ([1, 1, 7, 6, 8], [2, 1, 2])],
 )
 def test_avg_pool_16_matches_openvino(tmp_path, shape, dilations, rounding, exclude):
-    """OpenVINO's ONNX frontend writes AveragePool of ONNX opset 19 on as AvgPool-16; its
-    dilations need AveragePool-19 (target opset 19)."""
+    """OpenVINO's ONNX frontend writes AveragePool of ONNX opset 19 on as AvgPool-16; at
+    target opset 19 its dilations are AveragePool-19's (below it, see
+    tests/test_ir_runtime_gaps.py)."""
     xml = _avg_pool_16(tmp_path, shape, dilations, rounding, exclude)
     feeds = {"in0": np.random.default_rng(0).standard_normal(shape).astype(np.float32)}
     (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=19), feeds).values()
     compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-5, rtol=1e-5)
-
-
-def test_avg_pool_16_refuses_dilations_below_opset_19(tmp_path):
-    xml = _avg_pool_16(tmp_path, [1, 1, 8, 8], [2, 2], "floor", True)
-    with pytest.raises(B2SError, match="dilations"):
-        b2s_onnx.convert_ir(xml, opset=18)

@@ -183,22 +183,28 @@ def _transposed(ctx, layer, inputs, weights, groups):
     if len(output_padding) != spatial:
         raise B2SError(f"{layer.where()}: output_padding needs {spatial} values")
     if len(inputs) > 2:
-        attrs["pads"] = _pads_for_output_shape(
-            ctx, layer, inputs, weights, strides, dilations, output_padding
+        _transposed_to_output_shape(
+            ctx, layer, inputs, weights, attrs, (strides, dilations, output_padding)
         )
-    else:
-        attrs.update(_padding(layer, spatial))
+        return
+    attrs.update(_padding(layer, spatial))
     if any(output_padding):
         attrs["output_padding"] = output_padding
     ctx.one("ConvTranspose", [inputs[0], weights], ctx.out(layer), **attrs)
 
 
-def _pads_for_output_shape(ctx, layer, inputs, weights, strides, dilations, output_padding):
-    """With an output_shape input the total padding follows from the shapes; how it splits
-    (measured against OpenVINO): explicit keeps pads_begin and crops the rest at the end,
-    same_upper puts the larger half in front, same_lower the smaller half."""
+def _transposed_to_output_shape(ctx, layer, inputs, weights, attrs, geometry) -> None:
+    """With an output_shape input, OpenVINO's output is the full transposed convolution
+    (``s * (in - 1) + (k - 1) * d + 1`` per axis, zeros beyond it) read from a start offset
+    for exactly output_shape elements. The offset (measured against OpenVINO's CPU plugin,
+    every auto_pad, odd and negative totals, output_padding): with ``total = full +
+    output_padding - output_shape`` clamped at 0, same_upper starts at ``ceil(total / 2)``,
+    same_lower at ``floor(total / 2)``, valid at 0, explicit/notset at pads_begin (pads_end
+    is ignored). ONNX's ConvTranspose crops with non-negative pads only, so the part of the
+    window past the full result (a negative end padding) is appended as zeros with Pad."""
+    strides, dilations, output_padding = geometry
     in_shape, w_shape = ctx.shape(inputs[0]), ctx.shape(weights)
-    out_spatial = ctx.require_value(layer, inputs[2], "output_shape").reshape(-1)
+    out_spatial = [int(v) for v in ctx.require_value(layer, inputs[2], "output_shape").reshape(-1)]
     if in_shape is None or w_shape is None or any(d is None for d in [*in_shape, *w_shape]):
         raise B2SError(f"{layer.where()}: output_shape needs static input and weight shapes")
     if len(out_spatial) != len(strides):
@@ -206,26 +212,43 @@ def _pads_for_output_shape(ctx, layer, inputs, weights, strides, dilations, outp
             f"{layer.where()}: output_shape has {len(out_spatial)} values, the data "
             f"{len(strides)} spatial axes"
         )
+    if any(v < 1 for v in out_spatial):
+        raise B2SError(f"{layer.where()}: output_shape {out_spatial} must be positive")
     auto_pad = layer.attrs["auto_pad"]
     given = layer.attrs["pads_begin"] or [0] * len(out_spatial)
-    begins, ends = [], []
+    begins, ends, appended = [], [], []
     for i, out in enumerate(out_spatial):
-        total = (
-            strides[i] * (in_shape[2 + i] - 1)
-            + (w_shape[2 + i] - 1) * dilations[i]
-            + 1
-            + output_padding[i]
-            - int(out)
-        )
+        full = strides[i] * (in_shape[2 + i] - 1) + (w_shape[2 + i] - 1) * dilations[i] + 1
+        total = max(0, full + output_padding[i] - out)
         if auto_pad == "same_upper":
             front = total - total // 2
         elif auto_pad == "same_lower":
             front = total // 2
+        elif auto_pad == "valid":
+            front = 0
         else:
             front = given[i]
+        if front >= full:
+            raise B2SError(
+                f"{layer.where()}: output_shape {out_spatial} with pads_begin {given} starts "
+                f"past the {full} computed elements of spatial axis {i}"
+            )
+        end = max(0, full - front - out)
         begins.append(front)
-        ends.append(total - front)
-    return begins + ends
+        ends.append(end)
+        appended.append(out - (full - front - end))
+    attrs["pads"] = begins + ends
+    if not any(appended):
+        ctx.one("ConvTranspose", [inputs[0], weights], ctx.out(layer), **attrs)
+        return
+    result = ctx.one("ConvTranspose", [inputs[0], weights], **attrs)
+    pads = [0] * (2 + len(appended)) + [0, 0, *appended]
+    ctx.one(
+        "Pad",
+        [result, ctx.const("pads", np.asarray(pads, np.int64))],
+        ctx.out(layer),
+        mode="constant",
+    )
 
 
 @converts("ConvolutionBackpropData", (1,), inputs=(2, 3), attrs=BACKPROP)

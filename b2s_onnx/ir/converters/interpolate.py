@@ -11,8 +11,13 @@ image excluded; bicubic with a = -0.5) whatever the coordinate mode says. Pads a
 added before resizing. Nearest neighbour with static sizes is computed here as an index
 table per axis (OpenVINO's f32 coordinate arithmetic, so ties round the same way; this
 also covers what ONNX's Resize lacks: ``tf_half_pixel_for_nn``, the 'simple' rounding) and
-applied with Gather: pure data movement, bit-exact. With run-time sizes it is ONNX's
-nearest Resize, whose coordinate arithmetic may break an exact tie differently.
+applied with Gather: pure data movement, bit-exact. With run-time sizes or scales it is
+ONNX's nearest Resize, whose coordinate arithmetic is OpenVINO's in the four coordinate
+modes ONNX names (bit-exact in the tests); the other two modes need static sizes.
+
+onnxruntime's linear and cubic Resize take only some axes in one node; the others are
+resized one by one on a 4-D view of the tensor (see ``_resize``), with run-time scales or
+sizes sliced per axis at run time.
 """
 
 from __future__ import annotations
@@ -160,34 +165,100 @@ def _static_sizes_and_scales(ctx, layer, shape, axes, sizes_in, scales_in, calcu
     return sizes, scales
 
 
+def _native_axes(rank: int, mode: str) -> frozenset[int]:
+    """Axes onnxruntime's linear/cubic Resize (antialiased or not) resizes in one node
+    whatever the scales: every axis of a 2-D input (and of a 3-D one, linear), the last two
+    of a 4-D one, the last three of a 5-D one (linear). Elsewhere it wants scale 1."""
+    if rank == 2 or (rank == 3 and mode == "linear"):
+        return frozenset(range(rank))
+    if rank == 4 or (rank == 5 and mode == "linear"):
+        return frozenset(range(2, rank))
+    return frozenset()
+
+
 def _resize(ctx, layer, data, rank, axes, operands, **attrs):
-    """ONNX Resize on ``axes`` (the attribute needs opset 18). onnxruntime's linear Resize
-    of a 4-D or 5-D tensor takes only some axis combinations, so linear resizing that
-    touches the leading axes runs as one Resize per axis (linear interpolation is
-    separable; only float rounding differs)."""
+    """ONNX Resize on ``axes`` (the attribute needs opset 18). onnxruntime's linear and
+    cubic Resize take only some axes of some ranks (``_native_axes``), so the others run
+    one at a time, each on a 4-D view ``[1, before, axis, after]`` of the tensor (a free
+    Reshape) resized on its third axis, which onnxruntime takes for any scale. Linear and
+    cubic interpolation (antialiased too) are separable, and every coordinate mode maps an
+    axis by its own sizes and scale alone, so this is the same result up to float rounding.
+    Operands known only at run time are sliced per axis at run time."""
     if ctx.opset < 18:
         raise B2SError(f"{layer.where()}: Interpolate needs target opset >= 18 (Resize axes)")
-    leading = rank >= 4 and any(axis < rank - 2 for axis in axes)
-    if not leading or len(axes) == 1 or attrs["mode"] == "nearest":
+    native = _native_axes(rank, attrs["mode"])
+    if attrs["mode"] == "nearest" or all(axis in native for axis in axes):
         ctx.one("Resize", [data, "", *operands], ctx.out(layer), axes=axes, **attrs)
         return
-    if attrs["mode"] != "linear" or attrs.get("antialias"):
-        raise B2SError(
-            f"{layer.where()}: {attrs['mode']} resizing of axes {axes} of a rank-{rank} "
-            "input is not supported by onnxruntime"
-        )
+    inner = [position for position, axis in enumerate(axes) if axis in native]
+    outer = [position for position, axis in enumerate(axes) if axis not in native]
+    dims = list(ctx.shape(data) or [None] * rank)
     current = data
-    for position, axis in enumerate(axes):
-        picked = [
-            ctx.one("Slice", [t, _i64(ctx, "at", [position]), _i64(ctx, "to", [position + 1])])
-            if t
-            else t
-            for t in operands
-        ]
-        last = position == len(axes) - 1
-        current = ctx.one(
-            "Resize", [current, "", *picked], ctx.out(layer) if last else None, axes=[axis], **attrs
+    for step, position in enumerate(outer):
+        last = step == len(outer) - 1 and not inner
+        picked = [_pick(ctx, t, [position]) for t in operands]
+        current = _resize_axis_as_4d(
+            ctx, current, dims, axes[position], picked, ctx.out(layer) if last else None, attrs
         )
+        sizes = ctx.value(picked[1]) if len(picked) > 1 and picked[1] else None
+        dims[axes[position]] = None if sizes is None else int(sizes.reshape(-1)[0])
+    if inner:
+        picked = [_pick(ctx, t, inner) for t in operands]
+        kept = [axes[position] for position in inner]
+        ctx.one("Resize", [current, "", *picked], ctx.out(layer), axes=kept, **attrs)
+
+
+def _pick(ctx: ConversionContext, tensor: str, positions: list[int]) -> str:
+    """The entries ``positions`` of a 1-D scales/sizes operand ('' stays absent)."""
+    if not tensor:
+        return tensor
+    value = ctx.value(tensor)
+    if value is not None:
+        return ctx.const("picked", value.reshape(-1)[positions])
+    return ctx.one("Gather", [tensor, _i64(ctx, "positions", positions)], axis=0)
+
+
+def _resize_axis_as_4d(ctx, data, dims, axis, operands, output, attrs) -> str:
+    """Resize of one ``axis`` of ``data`` (dims ``dims``, None where unknown) as the third
+    axis of the 4-D view [1, before, axis, after]; the view's shapes are constants when the
+    dims are known, else computed from the tensor's shape at run time."""
+    rank = len(dims)
+    before, after = dims[:axis], dims[axis + 1 :]
+    if all(d is not None for d in dims):
+        view = _i64(ctx, "view", [1, int(np.prod(before)), dims[axis], int(np.prod(after))])
+        shape = None
+    else:
+        shape = ctx.one("Shape", [data])
+        parts = [_i64(ctx, "one", [1])]
+        for start, stop in ((0, axis), (axis + 1, rank)):
+            known = dims[start:stop]
+            if all(d is not None for d in known):
+                parts.append(_i64(ctx, "size", [int(np.prod(known))]))
+            else:
+                piece = _shape_slice(ctx, shape, start, stop)
+                parts.append(ctx.reduce("ReduceProd", piece, [0], True))
+            if start == 0:
+                parts.append(_shape_slice(ctx, shape, axis, axis + 1))
+        view = ctx.one("Concat", parts, axis=0)
+    viewed = ctx.one("Reshape", [data, view])
+    resized = ctx.one("Resize", [viewed, "", *operands], axes=[2], **attrs)
+    new_size = ctx.value(operands[1]) if len(operands) > 1 and operands[1] else None
+    if shape is None and new_size is not None:
+        target = [*before, int(new_size.reshape(-1)[0]), *after]
+        back = _i64(ctx, "shape", target)
+    else:
+        shape = shape or ctx.one("Shape", [data])
+        pieces = [
+            _shape_slice(ctx, shape, 0, axis) if axis else None,
+            _shape_slice(ctx, ctx.one("Shape", [resized]), 2, 3),
+            _shape_slice(ctx, shape, axis + 1, rank) if axis + 1 < rank else None,
+        ]
+        back = ctx.one("Concat", [p for p in pieces if p], axis=0)
+    return ctx.one("Reshape", [resized, back], output)
+
+
+def _shape_slice(ctx: ConversionContext, shape: str, start: int, stop: int) -> str:
+    return ctx.one("Slice", [shape, _i64(ctx, "start", [start]), _i64(ctx, "stop", [stop])])
 
 
 def _convert(ctx, layer, data, axes, sizes_in, scales_in, settings=None):

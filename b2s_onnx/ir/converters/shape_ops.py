@@ -269,6 +269,9 @@ def _split(ctx, layer, data, axis, lengths):
 @converts("VariadicSplit", (1,), inputs=(3, 3), attrs={})
 def variadic_split(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
+    if ctx.value(inputs[2]) is None:
+        _runtime_split(ctx, layer, inputs[0], axis, inputs[2])
+        return
     lengths = [int(v) for v in ctx.require_value(layer, inputs[2], "split_lengths").reshape(-1)]
     if -1 in lengths:
         shape = ctx.shape(inputs[0])
@@ -277,6 +280,38 @@ def variadic_split(ctx, layer, inputs):
             raise B2SError(f"{layer.where()}: split_lengths has -1 on a dynamic axis")
         lengths[lengths.index(-1)] = dim - (sum(lengths) + 1)
     _split(ctx, layer, inputs[0], axis, lengths)
+
+
+def _runtime_split(ctx, layer, data: str, axis: int, lengths: str) -> None:
+    """split_lengths known only at run time (ONNX Split-13+ takes them as an input): the
+    number of outputs is the layer's, and a -1 (the rest of the axis) is resolved at run
+    time as ``dim - (sum(lengths) + 1)``. With more than one -1, or lengths that do not fit
+    the axis, that leaves a negative or mismatched length which onnxruntime's Split rejects
+    at run time, as OpenVINO rejects the same lengths."""
+    count = len(layer.outputs)
+    shape, length_shape = ctx.shape(data), ctx.shape(lengths)
+    if length_shape is not None and (
+        len(length_shape) != 1 or length_shape[0] not in (count, None)
+    ):
+        raise B2SError(
+            f"{layer.where()}: split_lengths of shape {list(length_shape)} must be a vector of "
+            f"{count} lengths, one per output"
+        )
+    if shape is not None and not -len(shape) <= axis < len(shape):
+        raise B2SError(f"{layer.where()}: axis {axis} is out of range for rank {len(shape)}")
+    dim = None if shape is None else shape[axis]
+    if dim is not None:
+        size = _i64(ctx, "dim", [dim])
+    else:
+        size = ctx.one("Gather", [ctx.one("Shape", [data]), _i64(ctx, "axis", [axis])])
+    values = ctx.one("Reshape", [ctx.int64(lengths), _i64(ctx, "vector", [-1])])
+    known = ctx.one("Add", [ctx.reduce("ReduceSum", values, [0], True), _i64(ctx, "one", [1])])
+    rest = ctx.one("Sub", [size, known])
+    resolved = ctx.one(
+        "Where", [ctx.one("Equal", [values, _i64(ctx, "minus_one", [-1])]), rest, values]
+    )
+    outputs = [ctx.out(layer, i) for i in range(count)]
+    ctx.node("Split", [data, resolved], outputs, axis=axis)
 
 
 @converts("Split", (1,), inputs=(2, 2), attrs={"num_splits": Int(required=True, minimum=1)})
