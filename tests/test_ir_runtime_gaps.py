@@ -550,3 +550,22 @@ def test_dilated_avg_pool_below_opset_19_excluding_pads_needs_static_dims(tmp_pa
     xml = _save(tmp_path, [layer.output(0)], [x])
     with pytest.raises(B2SError, match="static spatial dims"):
         b2s_onnx.convert_ir(xml, opset=18)
+
+
+@pytest.mark.parametrize("auto_pad", ["same_upper", "valid"])
+def test_backprop_output_shape_computed_at_run_time_takes_the_declared_size(tmp_path, auto_pad):
+    """TensorFlow's Conv2DTranspose computes output_shape from the input's ShapeOf (and a
+    dynamic batch keeps it from folding); the declared output dims OpenVINO inferred from
+    that computation stand in for it."""
+    x = o1.parameter(ov.PartialShape([-1, 4, 5, 6]), np.float32, name="x")
+    spatial = o1.gather(o1.shape_of(x), o1.constant(np.array([2, 3], np.int64)), 0)
+    target = o1.multiply(spatial, o1.constant(np.array([2], np.int64)))
+    weights = o1.constant(np.random.default_rng(0).standard_normal((4, 3, 3, 3)), np.float32)
+    y = o1.convolution_backprop_data(x, weights, [2, 2], output_shape=target, auto_pad=auto_pad)
+    xml = _save(tmp_path, [y], [x])
+    converted = b2s_onnx.convert_ir(xml)
+    feeds = {"x": np.random.default_rng(1).standard_normal((2, 4, 5, 6)).astype(np.float32)}
+    (ours,) = run_onnxruntime(converted, feeds).values()
+    (theirs,) = _openvino(xml, feeds)
+    assert ours.shape == theirs.shape == (2, 3, 10, 12)
+    np.testing.assert_allclose(ours, theirs, atol=1e-5)

@@ -193,6 +193,22 @@ def _transposed(ctx, layer, inputs, weights, groups):
     ctx.one("ConvTranspose", [inputs[0], weights], ctx.out(layer), **attrs)
 
 
+def _output_shape(ctx, layer: Layer, tensor: str) -> list[int]:
+    """The spatial output size: the input's value, or, when it is computed at run time
+    (TensorFlow's Conv2DTranspose derives it from the input's ShapeOf), the layer's declared
+    output dims, which OpenVINO's own shape inference wrote from that same computation."""
+    value = ctx.value(tensor)
+    if value is not None:
+        return [int(v) for v in value.reshape(-1)]
+    declared = ctx.shape(ctx.out(layer))
+    if declared is None or any(d is None for d in declared[2:]):
+        raise B2SError(
+            f"{layer.where()}: output_shape is computed at run time and the declared output "
+            "has no static spatial size to take instead"
+        )
+    return [int(d) for d in declared[2:]]
+
+
 def _transposed_to_output_shape(ctx, layer, inputs, weights, attrs, geometry) -> None:
     """With an output_shape input, OpenVINO's output is the full transposed convolution
     (``s * (in - 1) + (k - 1) * d + 1`` per axis, zeros beyond it) read from a start offset
@@ -204,9 +220,9 @@ def _transposed_to_output_shape(ctx, layer, inputs, weights, attrs, geometry) ->
     window past the full result (a negative end padding) is appended as zeros with Pad."""
     strides, dilations, output_padding = geometry
     in_shape, w_shape = ctx.shape(inputs[0]), ctx.shape(weights)
-    out_spatial = [int(v) for v in ctx.require_value(layer, inputs[2], "output_shape").reshape(-1)]
-    if in_shape is None or w_shape is None or any(d is None for d in [*in_shape, *w_shape]):
-        raise B2SError(f"{layer.where()}: output_shape needs static input and weight shapes")
+    out_spatial = _output_shape(ctx, layer, inputs[2])
+    if in_shape is None or w_shape is None or any(d is None for d in [*in_shape[2:], *w_shape[2:]]):
+        raise B2SError(f"{layer.where()}: output_shape needs static input and kernel spatial sizes")
     if len(out_spatial) != len(strides):
         raise B2SError(
             f"{layer.where()}: output_shape has {len(out_spatial)} values, the data "
