@@ -30,6 +30,7 @@ import pytest
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
+from b2s_onnx.parity.ir_check import IR_QUANTIZED_ATOL
 from tests.ir_mutations import IR_KINDS, ONNX_KINDS, mutate_ir, mutate_onnx, tiny_models
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "models"
@@ -54,9 +55,11 @@ ALL_CORPUS = os.environ.get("B2S_FUZZ_ALL_CORPUS") == "1"
 CI_GENERATED, CI_CORPUS, CI_ONNX = 40, 15, 25
 CONFIG = {"INFERENCE_PRECISION_HINT": "f32"}
 #: Outputs are compared relative to their magnitude (f32 summation order differs); the
-#: INT8 model differs by a quantization step even unmutated (see test_corpus.py).
+#: INT8 model differs by a quantization step even unmutated (see test_corpus.py), and is
+#: held to what ``check`` documents for IRs with FakeQuantize (or to OpenVINO's own float
+#: simulation, below).
 TOLERANCE = 1e-3
-MODEL_TOLERANCE = {"person-attributes-recognition-crossroad-0230": 5e-2}
+MODEL_TOLERANCE = {"person-attributes-recognition-crossroad-0230": IR_QUANTIZED_ATOL}
 _NUMPY = {
     "tensor(float)": np.float32,
     "tensor(double)": np.float64,
@@ -189,6 +192,8 @@ def _openvino_disagrees(
         name = next((n for n in ours if n in port.get_names()), list(ours)[position])
         expected, got = np.asarray(theirs[port]), np.asarray(ours[name])
         if expected.shape != got.shape:
+            if model is not None and _overflowed(model, feeds):
+                return None  # e.g. detections kept or dropped on NaN scores
             return f"output {name}: shape {got.shape} vs OpenVINO {expected.shape}"
         if not (np.isfinite(expected).all() and np.isfinite(got).all()):
             continue
@@ -197,8 +202,32 @@ def _openvino_disagrees(
         if worst > tolerance * scale and not _rows_reordered(expected, got, tolerance * scale):
             if model is not None and _overflowed(model, feeds):
                 return None
+            if _within_float_simulation(xml, feeds, position, expected, worst):
+                continue
             return f"output {name}: differs from OpenVINO by {worst:g} (scale {scale:g})"
     return None
+
+
+def _within_float_simulation(
+    xml: Path, feeds: dict[str, np.ndarray], position: int, expected: np.ndarray, worst: float
+) -> bool:
+    """For an IR with FakeQuantize: whether OpenVINO's own float simulation of it
+    (``LP_TRANSFORMS_MODE=False``) is at least half as far from its INT8 result as we are,
+    the agreement rule ``check`` and the INT8 tests use. Mutated weights widen ranges, and
+    one-level rounding differences then grow past a fixed tolerance for both."""
+    if "FakeQuantize" not in xml.read_text():
+        return False
+    core = ov.Core()
+    try:
+        simulated = core.compile_model(
+            core.read_model(xml), "CPU", {**CONFIG, "LP_TRANSFORMS_MODE": False}
+        )
+        theirs = np.asarray(simulated(feeds)[simulated.outputs[position]])
+    except Exception:
+        return False
+    if theirs.shape != expected.shape:
+        return False
+    return worst <= 2 * float(np.abs(theirs.astype(np.float64) - expected).max(initial=0.0))
 
 
 def _overflowed(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> bool:
@@ -213,13 +242,24 @@ def _overflowed(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> bool:
 _FLOATS = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
 
 
+#: Detection row layouts and their score column: DetectionOutput's [image, label, score,
+#: box] and the [box, score] rows of NMS-based heads.
+_SCORE_COLUMN = {7: 2, 5: 4}
+
+
 def _rows_reordered(expected: np.ndarray, got: np.ndarray, tolerance: float) -> bool:
-    """Detection rows ([..., 7]: image, label, score, box) with equal scores come in an
-    order neither runtime specifies: the same rows in another order are a match."""
-    if expected.ndim < 2 or expected.shape[-1] != 7:
+    """Detection rows with equal scores come in an order neither runtime specifies: the
+    same rows, in another order only where their scores tie, are a match."""
+    width = expected.shape[-1] if expected.ndim >= 2 else 0
+    if width not in _SCORE_COLUMN:
         return False
+    rows = [a.reshape(-1, width).astype(np.float64) for a in (expected, got)]
+    moved = np.abs(rows[0] - rows[1]).max(axis=1) > tolerance
+    score = _SCORE_COLUMN[width]
+    if np.abs(rows[0][moved, score] - rows[1][moved, score]).max(initial=0.0) > tolerance:
+        return False  # a row moved past one with another score: an order that differs
     with np.errstate(over="ignore"):  # rounding rows of 1e38 to four places
-        ordered = [np.array(sorted(map(tuple, a.reshape(-1, 7).round(4)))) for a in (expected, got)]
+        ordered = [np.array(sorted(map(tuple, r.round(4)))) for r in rows]
     return bool(np.abs(ordered[0] - ordered[1]).max(initial=0.0) <= tolerance)
 
 
