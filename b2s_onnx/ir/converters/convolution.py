@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from b2s_onnx.errors import B2SError
-from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import INT64_MAX, int64s
+from b2s_onnx.ir.converters.kernel_types import INTEGERS, cast, has_kernel, wider_type
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, ElementType, Int, Ints
 from b2s_onnx.ir.reader import Layer
@@ -147,6 +151,9 @@ def convolution(ctx, layer, inputs):
     strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
     kernel = _kernel(ctx, inputs[1], spatial)
     padding = _padding(layer, spatial)
+    if ctx.type_of(inputs[0]) in INTEGERS:
+        _integer_convolution(ctx, layer, inputs, kernel, strides, dilations, padding)
+        return
     ctx.one(
         "Conv",
         inputs[:2],
@@ -155,6 +162,91 @@ def convolution(ctx, layer, inputs):
         dilations=dilations,
         **_without_dilated_same(ctx, layer, inputs[0], kernel, strides, dilations, padding),
     )
+
+
+def _integer_convolution(ctx, layer, inputs, kernel, strides, dilations, padding) -> None:
+    """Convolution of integers, which ONNX's Conv (float only) cannot compute exactly.
+
+    Each kernel tap's strided window of the zero-padded data is sliced out and the windows
+    are stacked along the channel axis (im2col); one integer MatMul with the weights laid
+    out to match then sums every product. onnxruntime's integer MatMul accumulates in its
+    element type, which is arithmetic modulo 2**bits: the low bits of the exact sum, what
+    OpenVINO's integer arithmetic gives, for every value (no float rounding anywhere; the
+    CPU plugin computes in f32, exact only while sums stay below 2**24). Types narrower
+    than 32 bits compute in a 32-bit type and keep the low bits.
+    """
+    data, weights = inputs
+    elem = ctx.type_of(data)
+    spatial = len(strides)
+    if any(k is None for k in kernel):
+        raise B2SError(f"{layer.where()}: an integer convolution needs static kernel sizes")
+    work = elem if has_kernel("MatMul", elem, ctx.opset) else wider_type("MatMul", elem, ctx.opset)
+    begins, ends = _integer_convolution_pads(ctx, layer, data, kernel, strides, dilations, padding)
+    data = cast(ctx, data, work) if work != elem else data
+    if any(begins) or any(ends):
+        pads = int64s(ctx, "pads", [0, 0, *begins, 0, 0, *ends])
+        data = ctx.one("Pad", [data, pads], mode="constant")
+    axes = int64s(ctx, "axes", list(range(2, 2 + spatial)))
+    steps = int64s(ctx, "steps", strides)
+    windows = []
+    for tap in itertools.product(*(range(k) for k in kernel)):
+        starts = [t * d for t, d in zip(tap, dilations, strict=True)]
+        stops = [
+            -(k - 1 - t) * d or INT64_MAX for t, k, d in zip(tap, kernel, dilations, strict=True)
+        ]
+        windows.append(
+            ctx.one(
+                "Slice",
+                [data, int64s(ctx, "starts", starts), int64s(ctx, "ends", stops), axes, steps],
+            )
+        )
+    stacked = ctx.one("Concat", windows, axis=1) if len(windows) > 1 else windows[0]
+    rows = ctx.one("Transpose", [stacked], perm=[0, *range(2, 2 + spatial), 1])
+    matrix = _integer_convolution_matrix(ctx, weights, elem, work)
+    product = ctx.one("MatMul", [rows, matrix])
+    last = [0, 1 + spatial, *range(1, 1 + spatial)]
+    if work == elem:
+        ctx.one("Transpose", [product], ctx.out(layer), perm=last)
+        return
+    ctx.one("Cast", [ctx.one("Transpose", [product], perm=last)], ctx.out(layer), to=elem)
+
+
+def _integer_convolution_pads(ctx, layer, data, kernel, strides, dilations, padding):
+    """Explicit pads (begins, ends); 'same_*' ones follow from static spatial sizes."""
+    spatial = len(strides)
+    if "pads" in padding:
+        return padding["pads"][:spatial], padding["pads"][spatial:]
+    if padding["auto_pad"] == "VALID":
+        return [0] * spatial, [0] * spatial
+    shape = ctx.shape(data)
+    sizes = None if shape is None else shape[2:]
+    if sizes is None or any(s is None for s in sizes):
+        raise B2SError(
+            f"{layer.where()}: an integer convolution with auto_pad "
+            f"'{padding['auto_pad'].lower()}' needs static spatial sizes"
+        )
+    begins, ends = [], []
+    for size, k, stride, dilation in zip(sizes, kernel, strides, dilations, strict=True):
+        total = max(0, (-(-size // stride) - 1) * stride + (k - 1) * dilation + 1 - size)
+        front = total // 2 if padding["auto_pad"] == "SAME_UPPER" else total - total // 2
+        begins.append(front)
+        ends.append(total - front)
+    return begins, ends
+
+
+def _integer_convolution_matrix(ctx, weights: str, elem: int, work: int) -> str:
+    """[C_out, C_in, k...] weights as the [taps * C_in, C_out] matrix whose row
+    ``tap * C_in + c`` matches the stacked windows."""
+    value = ctx.value(weights)
+    if value is not None:
+        out_channels, in_channels = value.shape[:2]
+        matrix = value.reshape(out_channels, in_channels, -1).transpose(2, 1, 0)
+        matrix = matrix.reshape(-1, out_channels).astype(NUMPY_OF_ONNX[work])
+        return ctx.const("weights", matrix)
+    taps = ctx.one("Reshape", [weights, int64s(ctx, "shape", [0, 0, -1])])
+    ordered = ctx.one("Transpose", [taps], perm=[2, 1, 0])
+    matrix = ctx.one("Flatten", [ordered], axis=2)
+    return matrix if work == elem else cast(ctx, matrix, work)
 
 
 @converts("GroupConvolution", (1,), inputs=(2, 2), attrs=CONVOLUTION)

@@ -1,4 +1,10 @@
-"""Element-wise layers: arithmetic, comparisons, logic, and activations."""
+"""Element-wise layers: arithmetic, comparisons, logic, and activations.
+
+Every op goes through ``kernel_types.emit``, which computes it in a wider type where
+onnxruntime has no kernel for the layer's element type (see that module). Integer division
+and remainder never reach onnxruntime's Div/Mod with a divisor it traps on (0, and -1 under
+the lowest int32/int64): those divisors are replaced by 1 and the results fixed up.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +15,10 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters.kernel_types import INTEGERS, SIGNED, emit
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import BROADCAST, Bool, Choice, Float
 from b2s_onnx.ir.reader import Layer
-
-FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
 BINARY = {
     "Add": "Add",
@@ -62,11 +67,11 @@ UNARY = {
 
 
 def _binary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
-    ctx.one(BINARY[layer.type], inputs, ctx.out(layer))
+    emit(ctx, layer, BINARY[layer.type], inputs, ctx.out(layer))
 
 
 def _unary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
-    ctx.one(UNARY[layer.type], inputs[:1], ctx.out(layer))
+    emit(ctx, layer, UNARY[layer.type], inputs[:1], ctx.out(layer))
 
 
 #: The opset each binary op's IR ``version`` names (measured: LogicalXor is opset2).
@@ -86,37 +91,151 @@ def scalar(ctx: ConversionContext, hint: str, value: float, like: str) -> str:
 
 @converts("NotEqual", (1,), inputs=(2, 2), attrs=BROADCAST)
 def not_equal(ctx, layer, inputs):
-    ctx.one("Not", [ctx.one("Equal", inputs)], ctx.out(layer))
+    ctx.one("Not", [emit(ctx, layer, "Equal", inputs)], ctx.out(layer))
 
 
 @converts("SquaredDifference", (1,), inputs=(2, 2), attrs=BROADCAST)
 def squared_difference(ctx, layer, inputs):
-    difference = ctx.one("Sub", inputs)
-    ctx.one("Mul", [difference, difference], ctx.out(layer))
+    elem = ctx.type_of(inputs[0])
+    difference = emit(ctx, layer, "Sub", inputs, elem=elem)
+    emit(ctx, layer, "Mul", [difference, difference], ctx.out(layer), elem=elem)
+
+
+#: What OpenVINO's CPU plugin outputs for an integer Divide, Mod or FloorMod by zero, where
+#: its reference throws (measured on x86-64): it divides in f32, and the infinity or NaN
+#: becomes INT32_MIN, which i8/u8 saturate and the other types take bit for bit (i64/u64
+#: are computed in i32, so they sign-extend it).
+ZERO_DIVISOR = {
+    TensorProto.INT8: -(2**7),
+    TensorProto.INT16: 0,
+    TensorProto.INT32: -(2**31),
+    TensorProto.INT64: -(2**31),
+    TensorProto.UINT8: 0,
+    TensorProto.UINT16: 0,
+    TensorProto.UINT32: 2**31,
+    TensorProto.UINT64: 2**64 - 2**31,
+}
+#: onnxruntime computes int32/int64 Div and Mod without widening: the lowest value divided
+#: by -1 traps there (the narrower types wrap, as OpenVINO's reference does).
+_TRAPS_ON_MINUS_ONE = (TensorProto.INT32, TensorProto.INT64)
+
+
+def _typed(ctx: ConversionContext, hint: str, value: int, elem: int) -> str:
+    return ctx.const(hint, np.asarray(value, dtype=NUMPY_OF_ONNX[elem]))
+
+
+def _safe_divisor(ctx, layer, divisor: str, elem: int) -> tuple[str, str | None, str | None]:
+    """The divisor with 0 (and -1 where onnxruntime traps on it) replaced by 1, and the
+    boolean masks of the zeros and minus ones (None when a constant divisor has none)."""
+    value = ctx.value(divisor)
+    traps = elem in _TRAPS_ON_MINUS_ONE
+    if value is not None and not (value == 0).any() and not (traps and (value == -1).any()):
+        return divisor, None, None
+    is_zero = ctx.one("Equal", [divisor, _typed(ctx, "zero", 0, elem)])
+    replaced, is_minus_one = is_zero, None
+    if traps:
+        is_minus_one = ctx.one("Equal", [divisor, _typed(ctx, "minus_one", -1, elem)])
+        replaced = ctx.one("Or", [is_zero, is_minus_one])
+    one = _typed(ctx, "one", 1, elem)
+    return emit(ctx, layer, "Where", [replaced, one, divisor], elem=elem), is_zero, is_minus_one
+
+
+def _by_zero(ctx, layer, is_zero: str, result: str, elem: int, output: str) -> None:
+    """``result``, with OpenVINO's value wherever the divisor was zero."""
+    fill = _typed(ctx, "by_zero", ZERO_DIVISOR[elem], elem)
+    emit(ctx, layer, "Where", [is_zero, fill, result], output, elem=elem)
+
+
+def _truncated_remainder(ctx, layer, x, divisor, quotient, elem: int, output=None) -> str:
+    """``x - (x / y) * y``, exact in the ring (onnxruntime's Mod with fmod=1 goes through
+    double, inexact for 64-bit integers beyond 2**53)."""
+    product = emit(ctx, layer, "Mul", [quotient, divisor], elem=elem)
+    return emit(ctx, layer, "Sub", [x, product], output, elem=elem)
+
+
+def _truncation_rounded_up(ctx, remainder: str, divisor: str, elem: int) -> str:
+    """Where truncation rounded a quotient up: a non-zero remainder whose sign (the
+    dividend's) differs from the divisor's; for a constant divisor of one sign, simply a
+    remainder of the other sign."""
+    zero = _typed(ctx, "zero", 0, elem)
+    value = ctx.value(divisor)
+    if value is not None and (value > 0).all():
+        return ctx.one("Less", [remainder, zero])
+    if value is not None and (value < 0).all():
+        return ctx.one("Greater", [remainder, zero])
+    signs_differ = ctx.one(
+        "Xor", [ctx.one("Less", [remainder, zero]), ctx.one("Less", [divisor, zero])]
+    )
+    inexact = ctx.one("Not", [ctx.one("Equal", [remainder, zero])])
+    return ctx.one("And", [inexact, signs_differ])
+
+
+def _integer_divide(ctx, layer, inputs: list[str], floor: bool) -> None:
+    """Truncating division, or floor division as OpenVINO's reference computes it: the
+    truncated quotient, less one where the remainder is non-zero and the operands' signs
+    differ (no intermediate overflows, unlike ``(x - x mod y) / y`` at the extremes)."""
+    x, y = inputs
+    elem = ctx.type_of(x)
+    out = ctx.out(layer)
+    safe, is_zero, is_minus_one = _safe_divisor(ctx, layer, y, elem)
+    floor = floor and elem in SIGNED
+    last = not floor and is_minus_one is None and is_zero is None
+    quotient = emit(ctx, layer, "Div", [x, safe], out if last else None, elem=elem)
+    if floor:
+        remainder = _truncated_remainder(ctx, layer, x, safe, quotient, elem)
+        fix = ctx.one("Cast", [_truncation_rounded_up(ctx, remainder, safe, elem)], to=elem)
+        last = is_minus_one is None and is_zero is None
+        quotient = emit(ctx, layer, "Sub", [quotient, fix], out if last else None, elem=elem)
+    if is_minus_one is not None:  # x / -1 is -x (wrapping at the lowest value)
+        negated = ctx.one("Neg", [x])
+        where = [is_minus_one, negated, quotient]
+        quotient = emit(ctx, layer, "Where", where, None if is_zero else out, elem=elem)
+    if is_zero is not None:
+        _by_zero(ctx, layer, is_zero, quotient, elem, out)
+
+
+def _integer_remainder(ctx, layer, inputs: list[str], floor: bool) -> None:
+    """FloorMod (the divisor's sign: ONNX Mod with fmod=0) or Mod (the dividend's sign;
+    the same for unsigned types, ``x - (x / y) * y`` for signed ones); a divisor of -1
+    replaced by 1 leaves the right remainder, 0."""
+    x, y = inputs
+    elem = ctx.type_of(x)
+    out = ctx.out(layer)
+    safe, is_zero, _ = _safe_divisor(ctx, layer, y, elem)
+    result = None if is_zero else out
+    if floor or elem not in SIGNED:
+        remainder = emit(ctx, layer, "Mod", [x, safe], result, elem=elem, fmod=0)
+    else:
+        quotient = emit(ctx, layer, "Div", [x, safe], elem=elem)
+        remainder = _truncated_remainder(ctx, layer, x, safe, quotient, elem, result)
+    if is_zero is not None:
+        _by_zero(ctx, layer, is_zero, remainder, elem, out)
 
 
 @converts("Divide", (1,), inputs=(2, 2), attrs={**BROADCAST, "m_pythondiv": Bool(default=True)})
 def divide(ctx, layer, inputs):
-    """Integer division floors when ``m_pythondiv`` (the default), ONNX's Div truncates."""
-    python_div = layer.attrs["m_pythondiv"]
-    if ctx.type_of(inputs[0]) in FLOATS or not python_div:
-        ctx.one("Div", inputs, ctx.out(layer))
+    """Integer division floors when ``m_pythondiv`` (the default), ONNX's Div truncates.
+    OpenVINO's CPU plugin truncates either way (a plugin deviation, see docs/openvino.md)."""
+    if ctx.type_of(inputs[0]) not in INTEGERS:
+        emit(ctx, layer, "Div", inputs, ctx.out(layer))
         return
-    remainder = ctx.one("Mod", inputs, fmod=0)  # takes the divisor's sign: Python's %
-    ctx.one("Div", [ctx.one("Sub", [inputs[0], remainder]), inputs[1]], ctx.out(layer))
+    _integer_divide(ctx, layer, inputs, floor=layer.attrs["m_pythondiv"])
 
 
 @converts("Mod", (1,), inputs=(2, 2), attrs=BROADCAST)
 def mod(ctx, layer, inputs):
-    """Truncated remainder (the dividend's sign): ONNX Mod with fmod=1."""
+    """Truncated remainder (the dividend's sign): ONNX Mod with fmod=1 for floats."""
+    if ctx.type_of(inputs[0]) in INTEGERS:
+        _integer_remainder(ctx, layer, inputs, floor=False)
+        return
     ctx.one("Mod", inputs, ctx.out(layer), fmod=1)
 
 
 @converts("FloorMod", (1,), inputs=(2, 2), attrs=BROADCAST)
 def floor_mod(ctx, layer, inputs):
     """Remainder with the divisor's sign; ONNX Mod(fmod=0) does that for integers only."""
-    if ctx.type_of(inputs[0]) not in FLOATS:
-        ctx.one("Mod", inputs, ctx.out(layer), fmod=0)
+    if ctx.type_of(inputs[0]) in INTEGERS:
+        _integer_remainder(ctx, layer, inputs, floor=True)
         return
     remainder = ctx.one("Mod", inputs, fmod=1)
     zero = scalar(ctx, "zero", 0.0, inputs[0])
@@ -137,8 +256,13 @@ def clamp(ctx, layer, inputs):
         raise B2SError(f"{layer.where()}: attribute min={low:g} is greater than max={high:g}")
     dtype = NUMPY_OF_ONNX[ctx.type_of(inputs[0])]
     if not np.issubdtype(dtype, np.floating):
-        low, high = math.ceil(low), math.floor(high)
-    ctx.one(
+        # Bounds beyond the type's range clamp nothing on that side.
+        info = np.iinfo(dtype)
+        low = min(max(math.ceil(low), int(info.min)), int(info.max))
+        high = max(min(math.floor(high), int(info.max)), int(info.min))
+    emit(
+        ctx,
+        layer,
         "Clip",
         [
             inputs[0],
@@ -231,9 +355,16 @@ def prelu(ctx, layer, inputs):
     ):
         target = [slope_shape[0]] + [1] * (len(data_shape) - 2)
         slope = ctx.one("Reshape", [slope, ctx.const("slope_shape", np.asarray(target, np.int64))])
-    ctx.one("PRelu", [data, slope], ctx.out(layer))
+    elem = ctx.type_of(data)
+    if elem not in INTEGERS:
+        ctx.one("PRelu", [data, slope], ctx.out(layer))
+        return
+    # onnxruntime has integer PRelu kernels at a few opsets only: x < 0 ? x * slope : x.
+    negative = emit(ctx, layer, "Less", [data, _typed(ctx, "zero", 0, elem)], elem=elem)
+    scaled = emit(ctx, layer, "Mul", [data, slope], elem=elem)
+    emit(ctx, layer, "Where", [negative, scaled, data], ctx.out(layer), elem=elem)
 
 
 @converts("Select", (1,), inputs=(3, 3), attrs=BROADCAST)
 def select(ctx, layer, inputs):
-    ctx.one("Where", inputs, ctx.out(layer))
+    emit(ctx, layer, "Where", inputs, ctx.out(layer))
