@@ -6,10 +6,9 @@ attribute; each end of an edge also states the element type. When those disagree
 file contradicts itself, whichever is right, so that is refused before conversion. Once
 every edge agrees, a converted output shape that differs from the declared one means either
 our converter computes the op wrongly or the layer's declared output breaks the op's own
-shape rule. OpenVINO (when installed) arbitrates: it
-re-derives every output shape from the inputs when it reads the IR, so if its shape is the
-one we computed, or a third one, the declaration is wrong (bad input); if it agrees with
-the declaration, the bug is ours.
+shape rule. OpenVINO (when installed) arbitrates: it re-derives every output shape from the
+inputs when it reads the IR, so if its shape is the one we computed, or a third one, the
+declaration is wrong (bad input); if it agrees with the declaration, the bug is ours.
 """
 
 from __future__ import annotations
@@ -70,16 +69,16 @@ def check_declared_shapes(ir: IRModel) -> None:
                 )
     for edge in ir.edges:
         source, target = ir.layers[edge.from_layer], ir.layers[edge.to_layer]
-        produced = source.output_port(edge.from_port).dims
-        consumed = next(p.dims for p in target.inputs if p.id == edge.to_port)
+        made_port = source.output_port(edge.from_port)
+        taken_port = next(p for p in target.inputs if p.id == edge.to_port)
+        produced, consumed = made_port.dims, taken_port.dims
         if not agree(produced, consumed):
             raise B2SError(
                 f"{target.where()}: input port {edge.to_port} declares {shown(consumed)} but "
                 f"{source.where()} output port {edge.from_port}, which feeds it, declares "
                 f"{shown(produced)}: the IR contradicts itself"
             )
-        made = _element_type(source.output_port(edge.from_port).precision)
-        taken = _element_type(next(p.precision for p in target.inputs if p.id == edge.to_port))
+        made, taken = _element_type(made_port.precision), _element_type(taken_port.precision)
         if made and taken and made != taken:
             # Converters type a layer's outputs by its ports; a consumer told f32 that is fed
             # i32 would be written with the wrong type.

@@ -41,9 +41,9 @@ def _normalized_axes(layer: Layer, values: list[int], rank: int) -> list[int]:
 
 def _reduced(ctx, layer: Layer, op: str, data: str, axes: str, source: str, output=None) -> str:
     """``op`` of ``data`` (``source``, the layer's input, or a cast of it) over the axes in
-    tensor ``axes``. Constant axes are checked here; run-time axes
-    go to the node as an input with ``noop_with_empty_axes``, so that an empty list means no
-    reduction, as in OpenVINO (onnxruntime refuses out-of-range axes when it runs)."""
+    tensor ``axes``. Constant axes are checked here; run-time axes go to the node as an
+    input with ``noop_with_empty_axes``, so that an empty list means no reduction, as in
+    OpenVINO (onnxruntime refuses out-of-range axes when it runs)."""
     keep = layer.attrs["keep_dims"]
     if ctx.value(axes) is not None:
         listed = _axes(ctx, layer, axes, source)
