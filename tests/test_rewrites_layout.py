@@ -146,8 +146,17 @@ def test_gelu_with_another_constant_or_a_shared_part_is_left_alone():
 
 
 def _conv_deconv(
-    block, middle=12, outputs=3, biases=True, deconv_stride=None, shared=False, relu=False
+    block,
+    middle=12,
+    outputs=3,
+    biases=True,
+    deconv_stride=None,
+    shared=False,
+    relu=False,
+    bias_add=False,
 ):
+    """Conv -> ConvTranspose; ``bias_add``: the Conv's bias as a separate Add of a
+    [1, C, 1, 1] constant, as an IR's Convolution + Add converts."""
     rng = np.random.default_rng(block)
     constants = {
         "wc": rng.standard_normal([middle, 2, 3, 3]).astype(np.float32) * 0.3,
@@ -160,8 +169,15 @@ def _conv_deconv(
         conv_inputs.append("bc")
         deconv_inputs.append("bt")
     stride = deconv_stride or block
-    nodes = [
-        helper.make_node("Conv", conv_inputs, ["v"], name="conv", pads=[1, 1, 1, 1]),
+    nodes = [helper.make_node("Conv", conv_inputs, ["v"], name="conv", pads=[1, 1, 1, 1])]
+    if bias_add:
+        constants["bc"] = constants["bc"].reshape(1, middle, 1, 1)
+        conv_inputs.pop()
+        nodes = [
+            helper.make_node("Conv", conv_inputs, ["v0"], name="conv", pads=[1, 1, 1, 1]),
+            helper.make_node("Add", ["v0", "bc"], ["v"], name="bias"),
+        ]
+    nodes += [
         helper.make_node(
             "ConvTranspose", deconv_inputs, ["up"], name="up", strides=[stride, stride]
         ),
@@ -177,12 +193,13 @@ def _conv_deconv(
 
 
 @pytest.mark.parametrize("relu", [False, True])
-@pytest.mark.parametrize("biases", [True, False])
+@pytest.mark.parametrize("biases", [True, False, "add"], ids=["bias", "no-bias", "bias-add"])
 @pytest.mark.parametrize("block", [2, 3])
 def test_conv_then_non_overlapping_upsampling_becomes_one_conv_and_depth_to_space(
     block, biases, relu
 ):
-    before, after, report, rewritten = _rewrite(_conv_deconv(block, biases=biases, relu=relu))
+    model = _conv_deconv(block, biases=bool(biases), relu=relu, bias_add=biases == "add")
+    before, after, report, rewritten = _rewrite(model)
     assert "conv-into-upsampling" in _fired(report)
     assert "ConvTranspose" not in _ops(rewritten)
     assert _ops(rewritten)[-1] == "DepthToSpace", "the activation moves before the shuffle"

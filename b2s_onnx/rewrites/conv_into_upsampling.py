@@ -70,6 +70,42 @@ def _activation(index: GraphIndex, name: str) -> onnx.NodeProto | None:
     return reader if reader.input[0] == name else None
 
 
+def _conv_with_bias_add(
+    index: GraphIndex, name: str
+) -> tuple[onnx.NodeProto | None, onnx.NodeProto | None]:
+    """The Conv that computes ``name``, directly or through an Add (its bias, as an IR's
+    Convolution + Add converts: conv-bias leaves that Add for onnxruntime to fold)."""
+    source = index.producer.get(name)
+    if source is None or source.domain not in ("", "ai.onnx"):
+        return None, None
+    if source.op_type == "Conv":
+        return source, None
+    if source.op_type != "Add":
+        return None, None
+    for operand in source.input:
+        conv = index.producer.get(operand)
+        if conv is not None and conv.op_type == "Conv" and conv.domain in ("", "ai.onnx"):
+            return conv, source
+    return None, None
+
+
+def _per_channel(
+    index: GraphIndex, add: onnx.NodeProto, conv_output: str, channels: int
+) -> np.ndarray | None:
+    """The Add's other operand as one value per channel ([C], [C,1,1] or [1,C,1,1]), or None."""
+    other = add.input[1] if add.input[0] == conv_output else add.input[0]
+    value = index.weight(other)
+    if value is None or value.dtype != np.float32 or value.size != channels:
+        return None
+    if value.ndim == 4 and value.shape[:1] != (1,):
+        return None
+    if value.ndim >= 2 and value.shape[-2:] != (1, 1):
+        return None
+    if value.ndim not in (1, 3, 4):
+        return None
+    return value.astype(np.float64).reshape(-1)
+
+
 class ConvIntoUpsampling:
     name = "conv-into-upsampling"
     #: Changes float rounding (see the module doc), so checks compare within tolerance.
@@ -79,11 +115,13 @@ class ConvIntoUpsampling:
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
     ) -> Fired | Declined | None:
-        conv = index.producer.get(node.input[0])
-        if conv is None or conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx"):
+        conv, added = _conv_with_bias_add(index, node.input[0])
+        if conv is None:
             return None
-        if index.only_consumer(conv.output[0]) is not node:
+        if index.only_consumer(conv.output[0]) is not (added or node):
             return Declined(self.name, node.name, "the Conv's output is read elsewhere")
+        if added is not None and index.only_consumer(added.output[0]) is not node:
+            return Declined(self.name, node.name, "the biased Conv's output is read elsewhere")
         wt = index.weight(node.input[1])
         wc = index.weight(conv.input[1])
         if wt is None or wc is None:
@@ -106,6 +144,11 @@ class ConvIntoUpsampling:
             if len(owner.input) > 2 and owner.input[2] and bias is None:
                 return Declined(self.name, node.name, "a bias is computed")
             biases.append(np.zeros(width) if bias is None else bias.astype(np.float64).reshape(-1))
+        if added is not None:
+            extra = _per_channel(index, added, conv.output[0], wc.shape[0])
+            if extra is None:
+                return Declined(self.name, node.name, "the Add after the Conv is not a bias")
+            biases[0] = biases[0] + extra
         middle, block = wc.shape[0], kernel[0]
         outputs = wt.shape[1]
         taps = wc.shape[1] * wc.shape[2] * wc.shape[3]
@@ -114,7 +157,7 @@ class ConvIntoUpsampling:
         if composed_cost > pair_cost:
             return Declined(self.name, node.name, "the composed Conv would do more work")
         activation = _activation(index, node.output[0])
-        matched = [conv, node] if activation is None else [conv, node, activation]
+        matched = [conv, *([added] if added else []), node, *([activation] if activation else [])]
         if not index.is_free(matched):
             return None
         index.claim(matched)
@@ -147,6 +190,8 @@ class ConvIntoUpsampling:
         )
         index.replace(matched, nodes)
         report.absorbed[conv.output[0]] = final
+        if added is not None:
+            report.absorbed[added.output[0]] = final
         return Fired(
             self.name, node.name, f"Conv to {outputs * block * block} channels, block {block}"
         )
