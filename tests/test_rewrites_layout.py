@@ -154,6 +154,7 @@ def _conv_deconv(
     shared=False,
     relu=False,
     bias_add=False,
+    bias_vector=False,
 ):
     """Conv -> ConvTranspose; ``bias_add``: the Conv's bias as a separate Add of a
     [1, C, 1, 1] constant, as an IR's Convolution + Add converts."""
@@ -171,7 +172,8 @@ def _conv_deconv(
     stride = deconv_stride or block
     nodes = [helper.make_node("Conv", conv_inputs, ["v"], name="conv", pads=[1, 1, 1, 1])]
     if bias_add:
-        constants["bc"] = constants["bc"].reshape(1, middle, 1, 1)
+        if not bias_vector:  # a [C] vector broadcasts along the width instead
+            constants["bc"] = constants["bc"].reshape(1, middle, 1, 1)
         conv_inputs.pop()
         nodes = [
             helper.make_node("Conv", conv_inputs, ["v0"], name="conv", pads=[1, 1, 1, 1]),
@@ -213,6 +215,7 @@ def test_conv_then_non_overlapping_upsampling_becomes_one_conv_and_depth_to_spac
         ({"deconv_stride": 1}, "stride differs"),
         ({"shared": True}, "read elsewhere"),
         ({"middle": 2, "outputs": 8}, "more work"),
+        ({"middle": 5, "bias_add": True, "bias_vector": True}, "not a bias"),
     ],
 )
 def test_conv_into_upsampling_declines_with_the_reason(kwargs, reason):

@@ -92,16 +92,13 @@ def _conv_with_bias_add(
 def _per_channel(
     index: GraphIndex, add: onnx.NodeProto, conv_output: str, channels: int
 ) -> np.ndarray | None:
-    """The Add's other operand as one value per channel ([C], [C,1,1] or [1,C,1,1]), or None."""
+    """The Add's other operand as one value per channel, when it is shaped [C, 1, 1] or
+    [1, C, 1, 1] (a [C] vector would broadcast along the width, not the channels)."""
     other = add.input[1] if add.input[0] == conv_output else add.input[0]
     value = index.weight(other)
-    if value is None or value.dtype != np.float32 or value.size != channels:
+    if value is None or value.dtype != np.float32:
         return None
-    if value.ndim == 4 and value.shape[:1] != (1,):
-        return None
-    if value.ndim >= 2 and value.shape[-2:] != (1, 1):
-        return None
-    if value.ndim not in (1, 3, 4):
+    if tuple(value.shape) not in ((channels, 1, 1), (1, channels, 1, 1)):
         return None
     return value.astype(np.float64).reshape(-1)
 
