@@ -19,6 +19,7 @@ from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
 from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.average_pool_in_float import AveragePoolInFloat
+from b2s_onnx.rewrites.channel_padding_as_concat import ChannelPaddingAsConcat
 from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
@@ -41,6 +42,7 @@ from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
 CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     FoldConstants(),
+    ChannelPaddingAsConcat(),
     PReluSpelledOut(),
     PReluAsLeakyRelu(),
     SoftmaxInnerAxis(),

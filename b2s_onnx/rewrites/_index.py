@@ -65,6 +65,8 @@ class GraphIndex:
                     self.consumers[name].append(node)
         self._pending.clear()
         self._claimed.clear()
+        #: Facts rewrites derive from this pass's graph (cleared when the graph changes).
+        self.memo: dict[str, dict] = {}
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -211,6 +213,7 @@ class GraphIndex:
         self._renames.clear()
         del self.graph.node[:]
         self.graph.node.extend(copies)
+        self._infos = None  # new tensors need shapes too: inferred again when asked
         self._reindex()
         self._drop_orphaned_initializers()
 

@@ -1,0 +1,174 @@
+"""Will onnxruntime hold this tensor in its blocked channel layout (NCHWc)?
+
+onnxruntime's CPU provider, at its default optimization level, moves 2-D convolutions whose
+channel counts fit its channel block into a blocked layout and keeps the tensor blocked
+through the ops that have blocked kernels: pools, Add/Sum of two blocked tensors (folded
+into the producing convolution as an accumulation), Relu/Sigmoid/Tanh (folded into the
+convolution when it is the only reader), BatchNormalization (run as a depthwise 1x1
+convolution), channel Concat of aligned inputs and nearest 2-D integer upsampling. Any
+other reader gets the tensor back through a reorder pass, so a rewrite that wants an
+element-wise op to stay cheap must know whether its input is blocked; this module answers
+that by walking producers with those rules. The answer only steers speed: a wrong one
+never changes an output.
+
+The block is 16 channels with AVX-512 and 8 with AVX2; asking for multiples of 16 holds
+for both.
+"""
+
+from __future__ import annotations
+
+import onnx
+
+from b2s_onnx.rewrites._index import GraphIndex
+
+#: Channels per block on AVX-512 (a multiple of AVX2's 8).
+BLOCK = 16
+
+#: Ops whose output is blocked when their (first) input is.
+_PASS_THROUGH = (
+    "Relu",
+    "Sigmoid",
+    "Tanh",
+    "BatchNormalization",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+)
+
+
+def channels(index: GraphIndex, name: str) -> int | None:
+    """The static channel count of a 4-D float32 tensor, else None."""
+    info = index.info(name)
+    if info.elem_type != onnx.TensorProto.FLOAT or info.shape is None or len(info.shape) != 4:
+        return None
+    return info.shape[1]
+
+
+def _weight_dims(index: GraphIndex, name: str) -> tuple[int, ...] | None:
+    """Dims of a float convolution weight that onnxruntime sees as an initializer: one
+    directly, or one cast from float16 (onnxruntime folds that cast before laying out)."""
+    tensor = index.initializers.get(name)
+    if tensor is None:
+        cast = index.produced_by(name, "Cast")
+        if cast is None or index.attribute(cast, "to") != onnx.TensorProto.FLOAT:
+            return None
+        tensor = index.initializers.get(cast.input[0])
+        if tensor is None or tensor.data_type != onnx.TensorProto.FLOAT16:
+            return None
+    elif tensor.data_type != onnx.TensorProto.FLOAT:
+        return None
+    return tuple(tensor.dims)
+
+
+def _conv_is_blocked(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    dims = _weight_dims(index, node.input[1])
+    if dims is None or len(dims) != 4:
+        return False
+    if len(node.input) > 2 and node.input[2]:
+        bias = _weight_dims(index, node.input[2])
+        if bias is None or bias != (dims[0],):
+            return False
+    out_channels, in_per_group = dims[0], dims[1]
+    group = int(index.attribute(node, "group", 1))
+    if group == 1:
+        return in_per_group < BLOCK or in_per_group % BLOCK == 0
+    if out_channels % BLOCK:
+        return False
+    if in_per_group == 1 and out_channels == group:
+        return True  # depthwise
+    return in_per_group % BLOCK == 0 and (out_channels // group) % BLOCK == 0
+
+
+def _is_conv_bias(index: GraphIndex, node: onnx.NodeProto) -> str | None:
+    """For Add(Conv output, per-channel constant) that onnxruntime folds into the Conv's
+    bias: the Conv's output; else None."""
+    for data, other in (node.input, node.input[::-1]):
+        conv = index.produced_by(data, "Conv")
+        value = index.constant(other)
+        if conv is None or value is None or index.only_consumer(data) is None:
+            continue
+        other_dims = [d for i, d in enumerate(value.shape) if i != value.ndim - 3]
+        if value.ndim in (3, 4) and all(d == 1 for d in other_dims):
+            return data
+    return None
+
+
+def is_blocked(index: GraphIndex, name: str) -> bool:
+    """Whether onnxruntime will hold ``name`` in its blocked layout (see the module doc).
+
+    Producers are walked iteratively with a per-pass memo, so a deep chain of residual
+    blocks costs one visit per tensor."""
+    memo: dict[str, bool] = index.memo.setdefault("blocked-layout", {})
+    stack = [name]
+    while stack:
+        current = stack[-1]
+        if current in memo:
+            stack.pop()
+            continue
+        needed, verdict = _rule(index, current, memo)
+        missing = [n for n in needed if n not in memo]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        memo[current] = verdict(memo)
+    return memo[name]
+
+
+def _rule(index: GraphIndex, name: str, memo: dict[str, bool]):
+    """(tensors whose answer this one needs, a function of their answers)."""
+    node = index.producer.get(name)
+    if node is None or node.domain not in ("", "ai.onnx") or channels(index, name) is None:
+        return [], lambda _: False
+    op = node.op_type
+    if op == "Conv":
+        return [], lambda _: _conv_is_blocked(index, node)
+    if op in ("MaxPool", "AveragePool"):
+        return [], lambda _: len(node.output) == 1 and channels(index, name) % BLOCK == 0
+    spelled = _spelled_prelu_data(index, node)
+    if spelled is not None or op == "PRelu":
+        # A PReLU that the prelu rewrites turn into the blocked form keeps the layout.
+        data = spelled if spelled is not None else node.input[0]
+        return [data], lambda m: m[data] and channels(index, name) % BLOCK == 0
+    if op in _PASS_THROUGH:
+        return [node.input[0]], lambda m: m[node.input[0]]
+    if op in ("Add", "Sum", "Mul"):
+        if op == "Add" and (data := _is_conv_bias(index, node)) is not None:
+            return [data], lambda m: m[data]
+        shapes = {index.info(i).shape for i in node.input}
+        if len(shapes) != 1:
+            return [], lambda _: False
+        inputs = list(node.input)
+        return inputs, lambda m: all(m[i] for i in inputs)
+    if op == "Concat":
+        inputs = list(node.input)
+        aligned = int(index.attribute(node, "axis", 0)) in (1, -3) and all(
+            (c := channels(index, i)) is not None and c % BLOCK == 0 for i in inputs
+        )
+        return inputs, lambda m: aligned and all(m[i] for i in inputs)
+    if op == "Resize" and _is_blocked_upsample(index, node):
+        return [node.input[0]], lambda m: m[node.input[0]]
+    return [], lambda _: False
+
+
+def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    if index.attribute(node, "mode", b"nearest") not in (b"nearest", "nearest"):
+        return False
+    if index.attribute(node, "coordinate_transformation_mode") not in (b"asymmetric", "asymmetric"):
+        return False
+    if index.attribute(node, "nearest_mode") not in (b"floor", "floor"):
+        return False
+    if len(node.input) != 3 or not node.input[2]:
+        return False
+    scales = index.constant(node.input[2])
+    if scales is None or scales.shape != (4,):
+        return False
+    return bool(scales[0] == 1 and scales[1] == 1 and all(s >= 1 and s == int(s) for s in scales))
+
+
+def _spelled_prelu_data(index: GraphIndex, node: onnx.NodeProto) -> str | None:
+    from b2s_onnx.rewrites.prelu_spelled_out import match_spelled_prelu
+
+    if node.op_type != "Add":
+        return None
+    found = match_spelled_prelu(index, node)
+    return None if found is None else found.data

@@ -1,0 +1,277 @@
+"""Rewrites that keep tensors in onnxruntime's blocked channel layout (NCHWc): per-channel
+PReLU as blocked depthwise scalings, zero channel padding of a shortcut as a Concat of a
+split convolution. Each fires only where the layout holds, keeps the outputs bit-exact as a
+graph, and leaves onnxruntime's optimized graph without a reorder around the pattern."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
+from b2s_onnx.rewrites import apply_rewrites
+
+SPECIAL = [0.0, -0.0, np.inf, -np.inf, 1e-40, -1e-40, 3e38, -3e38]
+
+
+def _model(nodes, initializers, shape, opset=18) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * len(shape))],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in initializers.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def _session(model: onnx.ModelProto, level, optimized_path=None) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
+    if optimized_path is not None:
+        options.optimized_model_filepath = str(optimized_path)
+    return ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def _run(model, level, feeds):
+    return _session(model, level).run(None, feeds)[0]
+
+
+def _feeds(model: onnx.ModelProto, special: bool = True) -> dict[str, np.ndarray]:
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32) * 4
+    if special:
+        x.reshape(-1)[: len(SPECIAL)] = SPECIAL
+    return {"x": x}
+
+
+def _rewrite(model: onnx.ModelProto):
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(model)
+    report = apply_rewrites(rewritten)
+    onnx.checker.check_model(rewritten, full_check=True)
+    return report, rewritten
+
+
+def _same_values(a: np.ndarray, b: np.ndarray) -> None:
+    assert a.shape == b.shape
+    assert np.array_equal(a, b, equal_nan=True)
+    nonzero = a != 0
+    assert a[nonzero].tobytes() == b[nonzero].tobytes()
+
+
+def _blocked_layout_available(tmp_path) -> bool:
+    """Whether this CPU's onnxruntime uses its blocked layout at all (x86 with AVX2 up)."""
+    weights = np.ones([16, 16, 1, 1], np.float32)
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"])], {"w": weights}, [1, 16, 4, 4])
+    path = tmp_path / "probe.onnx"
+    _session(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, path)
+    return any(n.domain == "com.microsoft.nchwc" for n in onnx.load(path).graph.node)
+
+
+def _optimized_ops(model, tmp_path) -> collections.Counter:
+    path = tmp_path / "optimized.onnx"
+    _session(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, path)
+    return collections.Counter((n.domain, n.op_type) for n in onnx.load(path).graph.node)
+
+
+# -- blocked-layout PReLU --------------------------------------------------------------------
+
+
+def _slopes(channels: int) -> np.ndarray:
+    # Negative, zero, above one: slopes Max(x, x * s) cannot take.
+    return np.linspace(-1.5, 2.5, channels).astype(np.float32)
+
+
+def _prelu_after(producer: str, channels: int, spelled: bool) -> onnx.ModelProto:
+    """x -> producer (MaxPool 1x1, blocked; or Mul by a constant, not blocked) -> PReLU."""
+    constants: dict[str, np.ndarray] = {}
+    if producer == "pool":
+        first = helper.make_node("MaxPool", ["x"], ["h"], kernel_shape=[1, 1])
+    else:
+        constants["k"] = np.float32(1.0)
+        first = helper.make_node("Mul", ["x", "k"], ["h"])
+    slope = _slopes(channels).reshape(1, channels, 1, 1)
+    if spelled:
+        constants["c"] = -slope
+        nodes = [
+            helper.make_node("Relu", ["h"], ["pos"]),
+            helper.make_node("Neg", ["h"], ["negh"]),
+            helper.make_node("Relu", ["negh"], ["neg"]),
+            helper.make_node("Mul", ["c", "neg"], ["scaled"]),
+            helper.make_node("Add", ["pos", "scaled"], ["y"], name="prelu"),
+        ]
+    else:
+        constants["s"] = slope.reshape(channels, 1, 1)
+        nodes = [helper.make_node("PRelu", ["h", "s"], ["y"], name="prelu")]
+    return _model([first, *nodes], constants, [1, channels, 6, 5])
+
+
+@pytest.mark.parametrize("spelled", [False, True], ids=["prelu-op", "spelled-out"])
+@pytest.mark.parametrize("channels", [16, 48])
+def test_per_channel_prelu_on_a_blocked_tensor_takes_the_blocked_form_with_the_same_bits(
+    spelled, channels, tmp_path
+):
+    model = _prelu_after("pool", channels, spelled)
+    report, rewritten = _rewrite(model)
+    assert [f.detail for f in report.fired] == ["blocked-layout PReLU"]
+    assert collections.Counter(n.op_type for n in rewritten.graph.node)["BatchNormalization"] == 2
+    feeds = _feeds(model)
+    for level in (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    ):
+        _same_values(_run(model, level, feeds), _run(rewritten, level, feeds))
+    if _blocked_layout_available(tmp_path):
+        ops = _optimized_ops(rewritten, tmp_path)
+        assert ops[("com.microsoft.nchwc", "ReorderOutput")] == 1, ops
+        assert not any(op in ("BatchNormalization", "PRelu", "Neg") for _, op in ops), ops
+
+
+@pytest.mark.parametrize("spelled", [False, True], ids=["prelu-op", "spelled-out"])
+def test_per_channel_prelu_off_the_blocked_layout_keeps_its_form_and_says_why(spelled):
+    report, rewritten = _rewrite(_prelu_after("mul", 16, spelled))
+    assert not report.fired
+    assert "blocked layout" in report.declined[0].reason
+    assert "BatchNormalization" not in {n.op_type for n in rewritten.graph.node}
+
+
+def test_per_channel_prelu_with_channels_off_the_block_size_keeps_its_form():
+    report, _ = _rewrite(_prelu_after("pool", 24, spelled=False))
+    assert not report.fired
+
+
+def _residual_prelu_chain(channels: int = 16, blocks: int = 3) -> onnx.ModelProto:
+    """Conv -> spelled PReLU, then residual blocks ending in Add -> spelled PReLU (the
+    MediaPipe detectors' shape): every PReLU must see its input as blocked."""
+    rng = np.random.default_rng(3)
+    constants: dict[str, np.ndarray] = {}
+    nodes = []
+    previous = "x"
+    for block in range(blocks):
+        w, b, c = f"w{block}", f"b{block}", f"c{block}"
+        constants[w] = (rng.standard_normal([channels, channels, 3, 3]) * 0.2).astype(np.float32)
+        constants[b] = rng.standard_normal([1, channels, 1, 1]).astype(np.float32)
+        constants[c] = -_slopes(channels).reshape(1, channels, 1, 1)
+        t = f"t{block}"
+        nodes += [
+            helper.make_node("Conv", [previous, w], [f"{t}conv"], pads=[1, 1, 1, 1]),
+            helper.make_node("Add", [f"{t}conv", b], [f"{t}biased"]),
+        ]
+        data = f"{t}biased"
+        if block:
+            nodes.append(helper.make_node("Add", [previous, f"{t}biased"], [f"{t}sum"]))
+            data = f"{t}sum"
+        out = "y" if block == blocks - 1 else f"{t}out"
+        nodes += [
+            helper.make_node("Relu", [data], [f"{t}pos"]),
+            helper.make_node("Neg", [data], [f"{t}negd"]),
+            helper.make_node("Relu", [f"{t}negd"], [f"{t}neg"]),
+            helper.make_node("Mul", [c, f"{t}neg"], [f"{t}scaled"]),
+            helper.make_node("Add", [f"{t}pos", f"{t}scaled"], [out], name=f"prelu{block}"),
+        ]
+        previous = out
+    return _model(nodes, constants, [1, channels, 8, 8])
+
+
+def test_a_chain_of_residual_prelus_all_take_the_blocked_form(tmp_path):
+    model = _residual_prelu_chain()
+    report, rewritten = _rewrite(model)
+    assert [f.detail for f in report.fired] == ["blocked-layout PReLU"] * 3
+    feeds = _feeds(model, special=False)
+    level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    _same_values(_run(model, level, feeds), _run(rewritten, level, feeds))
+    if _blocked_layout_available(tmp_path):
+        ops = _optimized_ops(rewritten, tmp_path)
+        assert ops[("com.microsoft.nchwc", "ReorderOutput")] == 1, ops
+
+
+# -- channel-padding-as-concat ---------------------------------------------------------------
+
+
+def _padded_shortcut(kept=16, extra=16, pads=None, value=0.0, bias_as_add=True, conv_pads=None):
+    """MaxPool(x) widened with zero channels, added to a Conv of x (BlazeFace's block)."""
+    rng = np.random.default_rng(5)
+    total = kept + extra
+    pads = pads if pads is not None else [0, 0, 0, 0, 0, extra, 0, 0]
+    conv_pads = conv_pads or [1, 1, 1, 1]
+    constants = {
+        "w": (rng.standard_normal([total, kept, 3, 3]) * 0.2).astype(np.float32),
+        "b": rng.standard_normal([total]).astype(np.float32),
+        "pads": np.asarray(pads, np.int64),
+        "value": np.float32(value),
+    }
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["pooled"], kernel_shape=[1, 1]),
+        helper.make_node("Pad", ["pooled", "pads", "value"], ["widened"], mode="constant"),
+    ]
+    if bias_as_add:
+        constants["b"] = constants["b"].reshape(1, total, 1, 1)
+        nodes += [
+            helper.make_node("Conv", ["x", "w"], ["conv"], pads=conv_pads),
+            helper.make_node("Add", ["conv", "b"], ["biased"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Conv", ["x", "w", "b"], ["biased"], pads=conv_pads))
+    nodes.append(helper.make_node("Add", ["widened", "biased"], ["y"], name="shortcut"))
+    return _model(nodes, constants, [1, kept, 7, 6])
+
+
+@pytest.mark.parametrize("bias_as_add", [True, False])
+@pytest.mark.parametrize(("kept", "extra"), [(16, 16), (32, 16)])
+def test_zero_channel_padding_of_a_shortcut_becomes_a_concat_of_a_split_conv(
+    kept, extra, bias_as_add, tmp_path
+):
+    model = _padded_shortcut(kept, extra, bias_as_add=bias_as_add)
+    report, rewritten = _rewrite(model)
+    assert "channel-padding-as-concat" in [f.rewrite for f in report.fired]
+    ops = [n.op_type for n in rewritten.graph.node]
+    assert "Pad" not in ops
+    assert ops.count("Conv") == 2
+    assert "Concat" in ops
+    feeds = _feeds(model, special=False)
+    # Bit-exact as a graph; with its layout optimizations on, onnxruntime may run the split
+    # convolutions in its blocked kernels, which sum in another order.
+    level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    _same_values(_run(model, level, feeds), _run(rewritten, level, feeds))
+    level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    np.testing.assert_allclose(
+        _run(rewritten, level, feeds), _run(model, level, feeds), rtol=1e-5, atol=1e-5
+    )
+    if _blocked_layout_available(tmp_path):
+        optimized = _optimized_ops(rewritten, tmp_path)
+        assert optimized[("com.microsoft.nchwc", "ReorderOutput")] == 1, optimized
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"pads": [0, 0, 0, 0, 0, 16, 0, 1], "conv_pads": [1, 1, 1, 2]},  # and the width
+        {"pads": [0, 16, 0, 0, 0, 0, 0, 0]},  # zeros before the channels
+        {"value": 1.0},
+    ],
+    ids=["spatial", "leading", "non-zero"],
+)
+def test_other_paddings_are_left_alone(change):
+    report, rewritten = _rewrite(_padded_shortcut(**change))
+    assert "channel-padding-as-concat" not in [f.rewrite for f in report.fired]
+    assert "Pad" in [n.op_type for n in rewritten.graph.node]
+
+
+def test_channel_padding_off_the_block_size_is_declined_with_the_reason():
+    report, rewritten = _rewrite(_padded_shortcut(kept=8, extra=8))
+    declined = [d for d in report.declined if d.rewrite == "channel-padding-as-concat"]
+    assert declined
+    assert "blocked layout" in declined[0].reason
+    assert "Pad" in [n.op_type for n in rewritten.graph.node]
