@@ -231,7 +231,9 @@ def test_conv_into_upsampling_declines_with_the_reason(kwargs, reason):
 # -- small-conv-as-3d ------------------------------------------------------------------------
 
 
-def _small_conv(inputs, outputs, size, activation="Relu", strides=(1, 1), residual=False):
+def _small_conv(
+    inputs, outputs, size, activation="Relu", strides=(1, 1), residual=False, bias_add=False
+):
     rng = np.random.default_rng(inputs * 100 + outputs)
     constants = {
         "w": rng.standard_normal([outputs, inputs, 3, 3]).astype(np.float32) * 0.2,
@@ -241,22 +243,29 @@ def _small_conv(inputs, outputs, size, activation="Relu", strides=(1, 1), residu
         "Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 0, 1, 2], strides=list(strides)
     )
     nodes = [conv]
+    if bias_add:  # the bias as the converter writes it: a separate per-channel Add
+        constants["b"] = constants["b"].reshape(1, outputs, 1, 1)
+        del conv.input[2]
+        conv.output[0] = "unbiased"
+        nodes.append(helper.make_node("Add", ["unbiased", "b"], ["c"], name="bias"))
     if activation:
         nodes.append(helper.make_node(activation, ["c"], ["y"], name="act"))
     else:
-        conv.output[0] = "y"
+        nodes[-1].output[0] = "y"
     if residual:  # a blocked Add reads the result: it stays in onnxruntime's layout
         nodes[-1].output[0] = "z"
         nodes.append(helper.make_node("Add", ["z", "z"], ["y"]))
     return _model(nodes, constants, [1, inputs, size, size + 3])
 
 
+@pytest.mark.parametrize("bias_add", [False, True], ids=["bias-input", "bias-add"])
 @pytest.mark.parametrize("activation", ["Relu", "Sigmoid", None])
 @pytest.mark.parametrize(("inputs", "outputs"), [(1, 4), (4, 1), (3, 36)])
 def test_few_channel_conv_on_a_large_map_runs_in_3d_with_its_activation(
-    inputs, outputs, activation
+    inputs, outputs, activation, bias_add
 ):
-    before, after, report, rewritten = _rewrite(_small_conv(inputs, outputs, 256, activation))
+    model = _small_conv(inputs, outputs, 256, activation, bias_add=bias_add)
+    before, after, report, rewritten = _rewrite(model)
     assert _fired(report) == ["small-conv-as-3d"]
     expected = ["Unsqueeze", "Conv", *([activation] if activation else []), "Squeeze"]
     assert _ops(rewritten) == expected
