@@ -122,15 +122,57 @@ def test_fake_quantize_as_qdq_matches_openvino_to_the_level(tmp_path, case):
     assert np.mean(difference > step / 2) < 0.01
 
 
-def test_per_channel_activation_ranges_stay_float_with_the_reason(tmp_path):
+def test_per_channel_activation_ranges_become_a_per_axis_pair_matching_openvino(tmp_path):
     low = np.asarray([0.0, -1.28, 0.0]).reshape(1, 3, 1, 1)
     high = np.asarray([2.55, 1.27, 5.1]).reshape(1, 3, 1, 1)
     xml = _fake_quantize_ir(tmp_path, 256, low, high)
-    from b2s_onnx.ir.convert import convert_ir_model
+    converted = b2s_onnx.convert_ir(xml)
+    # On a graph input no fusable group precedes the pair: only the guard after it stays.
+    assert [n.op_type for n in converted.graph.node] == [
+        "QuantizeLinear",
+        "DequantizeLinear",
+        "Max",
+    ]
+    rng = np.random.default_rng(0)
+    feeds = {"data": (rng.standard_normal([2, 3, 8, 8]) * 2).astype(np.float32)}
+    (ours,) = run_onnxruntime(converted, feeds).values()
+    (theirs,) = _openvino(xml, feeds)
+    step = ((high - low) / 255).astype(np.float32)
+    assert np.all(np.abs(ours - theirs) <= step * 1.001)
 
-    result = convert_ir_model(xml)
-    assert "QuantizeLinear" not in [n.op_type for n in result.model.graph.node]
-    assert "per-channel ranges" in result.notes[0]
+
+def _weights_i8(channels_out: int, channels_in: int, group: bool):
+    rng = np.random.default_rng(channels_out)
+    shape = [channels_out, 1, 1, 3, 3] if group else [channels_out, channels_in, 3, 3]
+    q = ops.constant(rng.integers(-127, 128, shape).astype(np.int8))
+    scale = np.full([channels_out] + [1] * (len(shape) - 1), 0.01, np.float32)
+    return ops.multiply(ops.convert(q, "f32"), ops.constant(scale))
+
+
+def test_per_channel_ranges_between_quantized_convolutions_run_and_match_openvino(tmp_path):
+    """The patterns onnxruntime 1.31 fuses into integer kernels that fail at run time:
+    DQ -> Conv -> per-axis Q, and per-axis DQ -> Conv -> Q. The guards must hold."""
+    const = lambda v: ops.constant(np.asarray(v, np.float32))  # noqa: E731
+    data = ops.parameter([1, 16, 12, 12], np.float32, name="data")
+    x = ops.fake_quantize(data, const(0), const(2.55), const(0), const(2.55), 256)
+    x = ops.convolution(x, _weights_i8(16, 16, False), [1, 1], [1, 1], [1, 1], [1, 1])
+    # Signed ranges with zero on a level (-128 s .. 127 s), as NNCF writes them.
+    high = np.linspace(1.0, 4.0, 16).reshape(1, 16, 1, 1)
+    low = -high * 128 / 127
+    x = ops.fake_quantize(x, const(low), const(high), const(low), const(high), 256)
+    x = ops.group_convolution(x, _weights_i8(16, 1, True), [1, 1], [1, 1], [1, 1], [1, 1])
+    x = ops.fake_quantize(x, const(-4 * 128 / 127), const(4), const(-4 * 128 / 127), const(4), 256)
+    xml = tmp_path / "per_axis.xml"
+    ov.save_model(ov.Model([x], [data]), xml, compress_to_fp16=False)
+    converted = b2s_onnx.convert_ir(xml)
+    ops_written = [n.op_type for n in converted.graph.node]
+    assert ops_written.count("QuantizeLinear") == 3
+    assert ops_written.count("Max") == 2, "both guards stay around a convolution's output"
+    feeds = {"data": np.random.default_rng(1).uniform(0, 2.5, [1, 16, 12, 12]).astype(np.float32)}
+    (ours,) = run_onnxruntime(converted, feeds).values()
+    (simulated,) = _openvino(xml, feeds, LP_TRANSFORMS_MODE=False)
+    step = 8 / 255
+    assert np.mean(np.abs(ours - simulated) > 2 * step) < 0.01
 
 
 def test_int8_float_keeps_the_arithmetic_form(tmp_path):
@@ -659,3 +701,85 @@ def test_max_pool_of_a_dequantized_tensor_runs_on_the_integers():
     assert "Conv" not in counts
     # QLinearConv requantizes in integers: within a level of the float Conv + Q.
     np.testing.assert_allclose(run_onnxruntime(model, feeds)["y"], before, atol=0.05 + 1e-6)
+
+
+# -- per-axis QuantizeLinear/DequantizeLinear and onnxruntime's fusions -------------------
+
+
+def _per_axis_around_conv(per_axis_in: bool, per_axis_out: bool, guards: bool):
+    """x -> Q/DQ -> Conv(DQ weights) -> Q/DQ, either pair per-axis, optionally guarded."""
+    channels = 16
+    rng = np.random.default_rng(0)
+    constants = {
+        "s": np.asarray(0.02, np.float32),
+        "z": np.asarray(128, np.uint8),
+        "wq": rng.integers(-127, 128, [channels, channels, 3, 3]).astype(np.int8),
+        "ws": np.full(channels, 0.01, np.float32),
+        "wz": np.zeros(channels, np.int8),
+        "sc": np.linspace(0.01, 0.05, channels).astype(np.float32),
+        "zc": np.full(channels, 128, np.uint8),
+        "floor": np.asarray(-np.inf, np.float32),
+    }
+    into = ("sc", "zc", {"axis": 1}) if per_axis_in else ("s", "z", {})
+    out = ("sc", "zc", {"axis": 1}) if per_axis_out else ("s", "z", {})
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", into[0], into[1]], ["xq"], **into[2]),
+        helper.make_node("DequantizeLinear", ["xq", into[0], into[1]], ["xd"], **into[2]),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+        helper.make_node("Conv", ["xd", "w"], ["y"], pads=[1, 1, 1, 1]),
+        helper.make_node("QuantizeLinear", ["y", out[0], out[1]], ["yq"], **out[2]),
+        helper.make_node("DequantizeLinear", ["yq", out[0], out[1]], ["out"], **out[2]),
+    ]
+    # Guards where the converter writes them: after a per-axis DequantizeLinear, before a
+    # per-axis QuantizeLinear.
+    if guards and per_axis_out:
+        nodes.insert(4, helper.make_node("Max", ["y", "floor"], ["yg"]))
+        nodes[5].input[0] = "yg"
+    if guards and per_axis_in:
+        nodes.insert(2, helper.make_node("Max", ["xd", "floor"], ["xg"]))
+        nodes[4].input[0] = "xg"
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 8, 8])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, channels, 8, 8])],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return model
+
+
+@pytest.mark.parametrize(("per_axis_in", "per_axis_out"), [(False, True), (True, False)])
+def test_onnxruntime_still_fuses_per_axis_pairs_into_kernels_that_fail(per_axis_in, per_axis_out):
+    """Why the converter guards per-axis pairs: without the guards onnxruntime 1.31 builds a
+    QLinearConv that refuses to run. If this starts passing, the guards can go."""
+    feeds = {"x": np.random.default_rng(1).uniform(0, 2, [1, 16, 8, 8]).astype(np.float32)}
+    with pytest.raises(Exception, match="zero point"):
+        run_onnxruntime(_per_axis_around_conv(per_axis_in, per_axis_out, False), feeds)
+    (guarded,) = run_onnxruntime(
+        _per_axis_around_conv(per_axis_in, per_axis_out, True), feeds
+    ).values()
+    assert guarded.shape == (1, 16, 8, 8)
+
+
+def test_the_guard_before_a_per_axis_quantize_goes_only_where_nothing_could_fuse():
+    model = _per_axis_around_conv(False, True, True)
+    report = apply_rewrites(model)
+    assert "per-axis-quantize-guard" not in [f.rewrite for f in report.fired]
+    assert "Max" in [n.op_type for n in model.graph.node]
+    # A bias added after the Conv's integer sums: no group ends there, the guard goes.
+    biased = _per_axis_around_conv(False, True, True)
+    bias = numpy_helper.from_array(np.full([1, 16, 1, 1], 0.5, np.float32), "bias")
+    biased.graph.initializer.append(bias)
+    conv = next(n for n in biased.graph.node if n.op_type == "Conv")
+    conv.input[0] = "x"  # a float input: the Conv is no QDQ group either
+    guard = next(n for n in biased.graph.node if n.op_type == "Max" and n.input[0] == "y")
+    biased.graph.node.insert(
+        list(biased.graph.node).index(guard), helper.make_node("Add", ["y", "bias"], ["yb"])
+    )
+    guard.input[0] = "yb"
+    report = apply_rewrites(biased)
+    assert [f.rewrite for f in report.fired].count("per-axis-quantize-guard") == 1
+    feeds = {"x": np.random.default_rng(1).uniform(0, 2, [1, 16, 8, 8]).astype(np.float32)}
+    assert run_onnxruntime(biased, feeds)["out"].shape == (1, 16, 8, 8)

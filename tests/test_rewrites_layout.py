@@ -155,6 +155,7 @@ def _conv_deconv(
     relu=False,
     bias_add=False,
     bias_vector=False,
+    shape=(1, 2, 6, 5),
 ):
     """Conv -> ConvTranspose; ``bias_add``: the Conv's bias as a separate Add of a
     [1, C, 1, 1] constant, as an IR's Convolution + Add converts."""
@@ -191,7 +192,7 @@ def _conv_deconv(
         nodes.append(helper.make_node("Relu", ["up"], ["y"], name="relu"))
     else:
         nodes[-1].output[0] = "y"
-    return _model(nodes, constants, [1, 2, 6, 5])
+    return _model(nodes, constants, list(shape))
 
 
 @pytest.mark.parametrize("relu", [False, True])
@@ -207,6 +208,21 @@ def test_conv_then_non_overlapping_upsampling_becomes_one_conv_and_depth_to_spac
     assert _ops(rewritten)[-1] == "DepthToSpace", "the activation moves before the shuffle"
     assert ("Relu" in _ops(rewritten)) == relu
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+
+
+def test_a_large_upsampling_moves_its_blocks_in_two_transposes_with_the_same_bits(monkeypatch):
+    from b2s_onnx.rewrites import conv_into_upsampling
+
+    model = _conv_deconv(3, outputs=4, relu=True, shape=(1, 2, 180, 200))
+    before, after, report, rewritten = _rewrite(model)
+    assert "conv-into-upsampling" in _fired(report)
+    assert "DepthToSpace" not in _ops(rewritten)
+    assert _ops(rewritten).count("Transpose") == 2
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(conv_into_upsampling, "TWO_STAGE_ELEMENTS", 1 << 40)
+    _, one_op, _, shuffled = _rewrite(model)
+    assert _ops(shuffled)[-1] == "DepthToSpace"
+    assert one_op.tobytes() == after.tobytes()
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from b2s_onnx.rewrites.gelu_fusable_form import GeluFusableForm
 from b2s_onnx.rewrites.matmul_bias_as_sum import MatMulBiasAsSum
 from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
+from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisQuantizeGuard
 from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
@@ -60,6 +61,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     AveragePoolInFloat(),
     GeluFusableForm(),
     SmallConvAs3d(),
+    PerAxisQuantizeGuard(),
 )
 
 

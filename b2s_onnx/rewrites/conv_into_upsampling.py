@@ -22,6 +22,8 @@ only (7.2e-7 on outputs up to 1.19 on that model, the pair's own distance to Ope
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import onnx
 from onnx import helper
@@ -103,6 +105,46 @@ def _per_channel(
     return value.astype(np.float64).reshape(-1)
 
 
+#: From this many output elements on, two Transposes beat onnxruntime's DepthToSpace.
+TWO_STAGE_ELEMENTS = 1 << 20
+
+
+def _depth_to_space(
+    index: GraphIndex, wide: str, final: str, node: onnx.NodeProto, block: int
+) -> list[onnx.NodeProto]:
+    """DepthToSpace (CRD) of ``wide`` into ``final``; on a large static output as two
+    Transposes, the interleave of the width first, then whole rows. onnxruntime's
+    DepthToSpace runs a rank-6 transpose that moves the innermost axis: on
+    text-image-super-resolution-0001's [1,36,360,640] -> [1,4,1080,1920], 1 thread, 18.9 ms
+    against 16.0 ms for the two stages (a plain copy of the tensor: 5.0 ms). Same bits."""
+    shape = index.info(node.output[0]).shape
+    if shape is None or len(shape) != 4 or None in shape or math.prod(shape) < TWO_STAGE_ELEMENTS:
+        return [
+            helper.make_node(
+                "DepthToSpace", [wide], [final], name=node.name, blocksize=block, mode="CRD"
+            )
+        ]
+    n, c, height, width = shape
+    h, w = height // block, width // block
+    fresh = index.names.fresh
+    split, interleaved, rows, moved = (
+        fresh(f"{node.name}/{part}") for part in ("split", "interleaved", "rows", "moved")
+    )
+
+    def shape_of(*dims: int) -> str:
+        return index.add_initializer(f"{node.name}/shape", np.asarray(dims, np.int64))
+
+    return [
+        helper.make_node("Reshape", [wide, shape_of(n, c, block, block, h, w)], [split]),
+        helper.make_node("Transpose", [split], [interleaved], perm=[0, 1, 2, 4, 5, 3]),
+        helper.make_node("Reshape", [interleaved, shape_of(n, c, block, h, width)], [rows]),
+        helper.make_node("Transpose", [rows], [moved], perm=[0, 1, 3, 2, 4]),
+        helper.make_node(
+            "Reshape", [moved, shape_of(n, c, height, width)], [final], name=node.name
+        ),
+    ]
+
+
 class ConvIntoUpsampling:
     name = "conv-into-upsampling"
     #: Changes float rounding (see the module doc), so checks compare within tolerance.
@@ -180,11 +222,7 @@ class ConvIntoUpsampling:
             wide = active
             report.absorbed[node.output[0]] = activation.output[0]
         final = matched[-1].output[0]
-        nodes.append(
-            helper.make_node(
-                "DepthToSpace", [wide], [final], name=node.name, blocksize=block, mode="CRD"
-            )
-        )
+        nodes += _depth_to_space(index, wide, final, node, block)
         index.replace(matched, nodes)
         report.absorbed[conv.output[0]] = final
         if added is not None:

@@ -115,14 +115,10 @@ def fake_quantize(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> No
         if ctx.int8 == "qdq" and ctx.value(x) is None and ctx.type_of(x) == TensorProto.FLOAT:
             plan = qdq_plan(levels, *ranges)
             if isinstance(plan, QdqPlan) and plan.axis is not None:
-                # Measured: onnxruntime 1.31 fuses Conv -> per-axis QuantizeLinear into a
-                # QLinearConv that then refuses to run (it takes one output zero point).
-                plan = (
-                    "per-channel ranges on a run-time tensor (onnxruntime's integer kernels "
-                    "take one scale per activation)"
-                )
+                _emit_guarded_per_axis_qdq(ctx, layer, x, plan)
+                return
             if isinstance(plan, QdqPlan):
-                _emit_qdq(ctx, layer, x, plan)
+                _emit_qdq(ctx, layer, x, plan, ctx.out(layer))
                 return
             ctx.notes.append(f"{layer.where()}: kept as float arithmetic: {plan}")
         _float_constant_ranges(ctx, layer, x, levels, *ranges)
@@ -142,7 +138,25 @@ def fake_quantize(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> No
     ctx.one("Add", [scaled, out_low], ctx.out(layer))
 
 
-def _emit_qdq(ctx: ConversionContext, layer: Layer, x: str, plan: QdqPlan) -> None:
+def _emit_guarded_per_axis_qdq(ctx: ConversionContext, layer: Layer, x: str, plan: QdqPlan) -> None:
+    """Per-channel ranges (NNCF quantizes a depthwise convolution's input so) as a per-axis
+    QuantizeLinear/DequantizeLinear pair, 2 passes instead of the float formula's 7,
+    between two ``Max(t, -inf)`` guards that change no value.
+
+    onnxruntime's integer kernels take one scale per activation, yet its QDQ transformer
+    (1.31) fuses DQ -> Conv -> per-axis Q, and per-axis DQ -> Conv -> Q, into QLinearConvs
+    that then refuse to run ("zero point must be a scalar"). The guards keep the pair out
+    of every fusion; the rewrite ``per-axis-quantize-guard`` drops the first one where the
+    quantized tensor comes from no op the transformer could fuse."""
+    floor = ctx.const("no_lower_bound", np.asarray(-np.inf, np.float32))
+    guarded = ctx.one("Max", [x, floor])
+    dequantized = _emit_qdq(ctx, layer, guarded, plan, None)
+    ctx.one("Max", [dequantized, floor], ctx.out(layer))
+
+
+def _emit_qdq(
+    ctx: ConversionContext, layer: Layer, x: str, plan: QdqPlan, output: str | None
+) -> str:
     zero_point = ctx.const("zero_point", plan.zero_point)
     if plan.clip is not None:
         low, high = plan.clip
@@ -161,7 +175,7 @@ def _emit_qdq(ctx: ConversionContext, layer: Layer, x: str, plan: QdqPlan) -> No
         if np.array_equal(plan.scale_out, plan.scale_in)
         else ctx.const("scale_out", plan.scale_out)
     )
-    ctx.one("DequantizeLinear", [q, scale_out, zero_point], ctx.out(layer), **axis)
+    return ctx.one("DequantizeLinear", [q, scale_out, zero_point], output, **axis)
 
 
 def _float_constant_ranges(ctx, layer, x, levels, in_low, in_high, out_low, out_high) -> None:
