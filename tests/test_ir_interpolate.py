@@ -202,3 +202,48 @@ def test_cubic_listing_every_axis_drops_the_unscaled_ones(tmp_path, calculation,
 
     pairs, _ = run_both(tmp_path, build, [[2, 3, 6, 8]])
     assert_close(pairs, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "expected"),
+    [
+        ([1, 2, 12, 14], ["Resize"]),
+        ([1, 2, 6, 21], ["Resize"]),
+        ([1, 2, 6, 7], ["Identity"]),
+        ([1, 2, 3, 10], ["Gather", "Gather"]),
+    ],
+    ids=["2x-both", "3x-width", "unchanged", "down-and-fractional"],
+)
+def test_nearest_listing_every_axis_moves_only_the_resized_ones(tmp_path, sizes, expected):
+    """OpenVINO's ONNX frontend lists all four axes: an unchanged one is no Gather (a copy);
+    integer upsampling is onnxruntime's nearest Resize, others Gathers; all bit-exact."""
+
+    def build(x):
+        return o11.interpolate(
+            x,
+            i64(sizes),
+            axes=i64([0, 1, 2, 3]),
+            mode="nearest",
+            shape_calculation_mode="sizes",
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+        )
+
+    pairs, converted = run_both(tmp_path, build, [SHAPE])
+    assert_close(pairs, exact=True)
+    assert [n.op_type for n in converted.graph.node] == expected
+
+
+@pytest.mark.parametrize("coordinates", COORDINATES)
+@pytest.mark.parametrize("nearest_mode", NEAREST)
+def test_integer_upsampling_matches_openvino_exactly_in_every_mode(
+    tmp_path, coordinates, nearest_mode
+):
+    build = interpolate_11(
+        [12, 21],
+        mode="nearest",
+        coordinate_transformation_mode=coordinates,
+        nearest_mode=nearest_mode,
+    )
+    pairs, _ = run_both(tmp_path, build, [SHAPE])
+    assert_close(pairs, exact=True)

@@ -362,3 +362,44 @@ def test_converted_ir_gets_the_layout_rewrites_and_still_matches_openvino(tmp_pa
     (actual,) = run_onnxruntime(fused, feeds).values()
     scale = max(1.0, float(np.abs(expected).max()))
     np.testing.assert_allclose(actual, expected, atol=1e-5 * scale, rtol=1e-5)
+
+
+# -- residual-scale --------------------------------------------------------------------------
+
+
+def _gated_residual(gate="HardSigmoid", extra_reader=False, gate_shape=(1, 16, 1, 1)):
+    """PaddleOCR's RSE block: x + x * gate(SE(x)), the gate per channel."""
+    constants = {"w": np.full(gate_shape, 0.3, np.float32)}
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["pre"]) if gate != "none" else None,
+        helper.make_node(gate, ["pre"], ["g"]) if gate != "none" else None,
+        helper.make_node("Mul", ["x", "g" if gate != "none" else "w"], ["scaled"]),
+        helper.make_node("Add", ["x", "scaled"], ["y"], name="residual"),
+    ]
+    nodes = [n for n in nodes if n is not None]
+    if extra_reader:
+        nodes[-1].output[0] = "sum"
+        nodes.append(helper.make_node("Add", ["sum", "scaled"], ["y"]))
+    return _model(nodes, constants, [1, 16, 9, 7])
+
+
+@pytest.mark.parametrize("gate", ["HardSigmoid", "Sigmoid"])
+def test_a_gated_residual_scale_becomes_one_multiply_within_three_ulp(gate):
+    before, after, report, rewritten = _rewrite(_gated_residual(gate))
+    assert _fired(report) == ["residual-scale"]
+    assert _ops(rewritten) == ["Mul", gate, "Add", "Mul"]
+    np.testing.assert_allclose(after, before, rtol=4e-7, atol=0)
+
+
+def test_a_gate_that_broadcasts_x_to_a_larger_shape_broadcasts_alike():
+    before, after, report, _ = _rewrite(_gated_residual(gate_shape=(2, 16, 1, 1)))
+    assert _fired(report) == ["residual-scale"]
+    assert after.shape == before.shape == (2, 16, 9, 7)
+    np.testing.assert_allclose(after, before, rtol=4e-7, atol=0)
+
+
+@pytest.mark.parametrize("kwargs", [{"gate": "none"}, {"extra_reader": True}])
+def test_a_residual_scale_without_a_gate_or_with_a_shared_product_is_kept(kwargs):
+    before, after, report, _ = _rewrite(_gated_residual(**kwargs))
+    assert "residual-scale" not in _fired(report)
+    assert before.tobytes() == after.tobytes()

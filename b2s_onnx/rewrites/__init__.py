@@ -35,6 +35,7 @@ from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
+from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
@@ -60,6 +61,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PoolFloorMode(),
     AveragePoolInFloat(),
     GeluFusableForm(),
+    ResidualScale(),
     SmallConvAs3d(),
     PerAxisQuantizeGuard(),
 )
