@@ -783,3 +783,88 @@ def test_the_guard_before_a_per_axis_quantize_goes_only_where_nothing_could_fuse
     assert [f.rewrite for f in report.fired].count("per-axis-quantize-guard") == 1
     feeds = {"x": np.random.default_rng(1).uniform(0, 2, [1, 16, 8, 8]).astype(np.float32)}
     assert run_onnxruntime(biased, feeds)["out"].shape == (1, 16, 8, 8)
+
+
+# -- concat-before-dequantize -------------------------------------------------------------
+
+
+def _dequantized_concat(scales=(0.02, 0.02), zeros=(128, 128), reader="Conv", shared=False):
+    """Two u8 branches, each dequantized per tensor, concatenated along the channels."""
+    rng = np.random.default_rng(3)
+    constants = {
+        "qa": rng.integers(0, 256, [1, 3, 5, 4]).astype(np.uint8),
+        "qb": rng.integers(0, 256, [1, 5, 5, 4]).astype(np.uint8),
+        "sa": np.float32(scales[0]),
+        "sb": np.float32(scales[1]),
+        "za": np.uint8(zeros[0]),
+        "zb": np.uint8(zeros[1]),
+        "w": rng.standard_normal([2, 8, 3, 3]).astype(np.float32),
+        "qs": np.float32(0.05),
+        "qz": np.uint8(128),
+    }
+    nodes = [
+        helper.make_node("Identity", ["x"], ["unused"]),
+        helper.make_node("DequantizeLinear", ["qa", "sa", "za"], ["a"]),
+        helper.make_node("DequantizeLinear", ["qb", "sb", "zb"], ["b"]),
+        helper.make_node("Concat", ["a", "b"], ["joined"], axis=1, name="concat"),
+    ]
+    if reader == "Conv":
+        nodes.append(helper.make_node("Conv", ["joined", "w"], ["y"], pads=[1, 1, 1, 1]))
+    elif reader == "Quantize":
+        nodes += [
+            helper.make_node("QuantizeLinear", ["joined", "qs", "qz"], ["jq"]),
+            helper.make_node("DequantizeLinear", ["jq", "qs", "qz"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Sigmoid", ["joined"], ["y"]))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    if shared:
+        outputs.append(helper.make_tensor_value_info("a", TensorProto.FLOAT, None))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        outputs,
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return onnx.shape_inference.infer_shapes(model)
+
+
+@pytest.mark.parametrize(
+    ("scales", "zeros", "reader", "form", "guard"),
+    [
+        ((0.02, 0.02), (128, 128), "Conv", "per-tensor", False),
+        ((0.02, 0.05), (128, 120), "Conv", "per-axis", False),
+        ((0.02, 0.05), (128, 120), "Sigmoid", "per-axis", True),
+    ],
+)
+def test_a_concat_of_dequantized_branches_concatenates_the_bytes_with_the_same_bits(
+    scales, zeros, reader, form, guard
+):
+    model = _dequantized_concat(scales, zeros, reader)
+    feeds = {"x": np.zeros([1], np.float32)}
+    before = run_onnxruntime(model, feeds)["y"]
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(model)
+    report = apply_rewrites(rewritten)
+    assert ("concat-before-dequantize", form) in [(f.rewrite, f.detail) for f in report.fired]
+    ops_after = [n.op_type for n in rewritten.graph.node]
+    assert ops_after.count("DequantizeLinear") == 1
+    assert ("Max" in ops_after) == guard
+    after = run_onnxruntime(rewritten, feeds)["y"]
+    if reader == "Sigmoid":
+        assert before.tobytes() == after.tobytes()
+    else:  # the Conv may now run on the integers (conv-integer): OpenVINO's arithmetic
+        np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-4)
+
+
+def test_a_concat_read_by_a_quantize_or_a_branch_read_elsewhere_is_left_alone():
+    report = apply_rewrites(_dequantized_concat(reader="Quantize"))
+    assert "concat-before-dequantize" not in [f.rewrite for f in report.fired]
+    report = apply_rewrites(_dequantized_concat(shared=True))
+    assert "concat-before-dequantize" not in [f.rewrite for f in report.fired]
+    assert "read elsewhere" in next(
+        d.reason for d in report.declined if d.rewrite == "concat-before-dequantize"
+    )

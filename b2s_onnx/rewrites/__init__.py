@@ -20,6 +20,7 @@ from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.average_pool_in_float import AveragePoolInFloat
 from b2s_onnx.rewrites.channel_padding_as_concat import ChannelPaddingAsConcat
+from b2s_onnx.rewrites.concat_before_dequantize import ConcatBeforeDequantize
 from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
@@ -52,6 +53,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ConvIntoUpsampling(),
     ReluBeforeQuantize(),
     DequantizeAfterMovement(),
+    ConcatBeforeDequantize(),
     MatMulBiasVector(),
     ConvIntegerUnquantizedOutput(),
     MatMulBiasAsSum(),
