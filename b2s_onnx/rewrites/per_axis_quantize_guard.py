@@ -26,7 +26,8 @@ _PASS_THROUGH = ("Relu", "Clip", "Min", "Max")
 _LAYERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 
 
-def _is_guard(index: GraphIndex, node: onnx.NodeProto) -> bool:
+def is_guard(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """Whether ``node`` is ``Max(t, -inf)``, the converter's fusion guard."""
     if node.op_type != "Max" or node.domain not in STANDARD or len(node.input) != 2:
         return False
     floor = index.constant(node.input[1])
@@ -59,7 +60,7 @@ class PerAxisQuantizeGuard:
         if scale is None or scale.size < 2:
             return None
         guard = index.producer.get(node.input[0])
-        if guard is None or not _is_guard(index, guard):
+        if guard is None or not is_guard(index, guard):
             return None
         if index.only_consumer(guard.output[0]) is None or not index.can_rename(guard.output[0]):
             return None
