@@ -87,13 +87,17 @@ class ChannelPaddingAsConcat:
             bias = index.weight(conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
             if weights is None or (len(conv.input) > 2 and conv.input[2] and bias is None):
                 return Declined(self.name, node.name, "the convolution's weights are computed")
-            if weights.dtype != np.float32 or weights.shape[0] != kept + extra:
+            if weights.dtype != np.float32 or weights.ndim < 3 or weights.shape[0] != kept + extra:
+                return None
+            if bias is not None and bias.size != weights.shape[0]:
                 return None
             if int(index.attribute(conv, "group", 1)) != 1:
                 return Declined(self.name, node.name, "a grouped convolution is not split")
             if bias is not None and added_bias is not None:
                 return Declined(self.name, node.name, "the convolution has two biases")
             if added_bias is not None:
+                if added_bias.size not in (1, weights.shape[0]):
+                    return None
                 bias = np.broadcast_to(added_bias, (weights.shape[0],))
             matched = [pad, conv, node] + ([bias_add] if bias_add is not None else [])
             if not index.is_free(matched):

@@ -117,6 +117,8 @@ def _integer_upsampling(index: np.ndarray) -> bool:
     """Whether ``index`` repeats every source position ``k`` times, in order (an integer
     upsampling, which onnxruntime's nearest Resize computes exactly: ``floor(x / k)`` with
     ``k`` a small integer is exact in float32 for any size below 2^23 / k)."""
+    if index.size == 0:
+        return False
     size = int(index[-1]) + 1
     if index.size % size or index.size < size or index.size >= 1 << 22:
         return False
