@@ -98,15 +98,20 @@ def is_blocked(index: GraphIndex, name: str) -> bool:
     Producers are walked iteratively with a per-pass memo, so a deep chain of residual
     blocks costs one visit per tensor."""
     memo: dict[str, bool] = index.memo.setdefault("blocked-layout", {})
+    visiting: set[str] = set()
     stack = [name]
     while stack:
         current = stack[-1]
         if current in memo:
             stack.pop()
             continue
-        needed, verdict = _rule(index, current, memo)
+        needed, verdict = _rule(index, current)
+        for tensor in needed:
+            if tensor in visiting and tensor not in memo:
+                memo[tensor] = False  # a cycle (a malformed graph): no layout to keep
         missing = [n for n in needed if n not in memo]
         if missing:
+            visiting.add(current)
             stack.extend(missing)
             continue
         stack.pop()
@@ -114,7 +119,7 @@ def is_blocked(index: GraphIndex, name: str) -> bool:
     return memo[name]
 
 
-def _rule(index: GraphIndex, name: str, memo: dict[str, bool]):
+def _rule(index: GraphIndex, name: str):
     """(tensors whose answer this one needs, a function of their answers)."""
     node = index.producer.get(name)
     if node is None or node.domain not in ("", "ai.onnx") or channels(index, name) is None:
@@ -166,6 +171,7 @@ def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
 
 
 def _spelled_prelu_data(index: GraphIndex, node: onnx.NodeProto) -> str | None:
+    # Imported here: prelu_spelled_out imports this module (through prelu_as_leaky_relu).
     from b2s_onnx.rewrites.prelu_spelled_out import match_spelled_prelu
 
     if node.op_type != "Add":
