@@ -136,6 +136,32 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     )
     models["conv-upsampling"] = (ov.Model([ops.relu(up)], [data]), [1, 1, 360, 640])
 
+    # A super-resolution shape: convs with per-channel PReLU, a sub-pixel (DepthToSpace)
+    # output, and a bicubic upsampling of the input added to it.
+    data = ops.parameter([1, 3, 180, 320], np.float32, name="data")
+    body = _conv_stack(ops, data, activations["prelu-channel"], 32, 3)
+    body = ops.depth_to_space(
+        ops.convolution(
+            body,
+            ops.constant(rng.standard_normal([48, 32, 3, 3]).astype(np.float32) * 0.05),
+            [1, 1],
+            [1, 1],
+            [1, 1],
+            [1, 1],
+        ),
+        "depth_first",
+        4,
+    )
+    upsampled = ops.interpolate(
+        data,
+        ops.constant(np.asarray([720, 1280], np.int64)),
+        "cubic",
+        "sizes",
+        axes=ops.constant(np.asarray([2, 3], np.int64)),
+        coordinate_transformation_mode="half_pixel",
+    )
+    models["bicubic-skip"] = (ov.Model([ops.add(body, upsampled)], [data]), [1, 3, 180, 320])
+
     found = {}
     for name, (model, shape) in models.items():
         xml = folder / f"{name}.xml"

@@ -405,10 +405,10 @@ def test_a_residual_scale_without_a_gate_or_with_a_shared_product_is_kept(kwargs
     assert before.tobytes() == after.tobytes()
 
 
-# -- small-resize-as-matmul ------------------------------------------------------------------
+# -- resize-as-matmul ------------------------------------------------------------------------
 
 
-def _linear_resize(shape, out_hw, mode, by="sizes", axes=True):
+def _resize(shape, out_hw, coordinates, by="sizes", axes=True, mode="linear", **extra):
     constants = {}
     inputs = ["x", "", ""]
     if by == "sizes":
@@ -418,37 +418,57 @@ def _linear_resize(shape, out_hw, mode, by="sizes", axes=True):
         factors = [o / i for o, i in zip(out_hw, shape[2:], strict=True)]
         constants["scales"] = np.asarray(factors if axes else [1, 1, *factors], np.float32)
         inputs[2] = "scales"
-    attrs = {"mode": "linear", "coordinate_transformation_mode": mode}
+    attrs = {"mode": mode, "coordinate_transformation_mode": coordinates, **extra}
     if axes:
         attrs["axes"] = [2, 3]
     node = helper.make_node("Resize", inputs, ["y"], name="resize", **attrs)
     return _model([node], constants, list(shape))
 
 
-@pytest.mark.parametrize(
-    "mode", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
-)
-@pytest.mark.parametrize(
-    ("shape", "out_hw", "by", "axes"),
-    [
-        ((1, 16, 8, 8), (16, 16), "sizes", True),
-        ((2, 3, 5, 7), (9, 4), "sizes", False),
-        ((1, 4, 6, 5), (12, 15), "scales", True),
-        ((1, 2, 1, 7), (1, 14), "sizes", True),
-    ],
-)
-def test_a_small_linear_resize_becomes_two_matmuls_within_rounding(mode, shape, out_hw, by, axes):
-    before, after, report, rewritten = _rewrite(_linear_resize(shape, out_hw, mode, by, axes))
-    assert _fired(report) == ["small-resize-as-matmul"]
+COORDINATE_MODES = ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"]
+RESIZE_SHAPES = [
+    ((1, 16, 8, 8), (16, 16), "sizes", True),
+    ((2, 3, 5, 7), (9, 4), "sizes", False),
+    ((1, 4, 6, 5), (12, 15), "scales", True),
+    ((1, 2, 1, 7), (1, 14), "sizes", True),
+]
+
+
+@pytest.mark.parametrize("coordinates", COORDINATE_MODES)
+@pytest.mark.parametrize(("shape", "out_hw", "by", "axes"), RESIZE_SHAPES)
+def test_a_small_linear_resize_becomes_two_matmuls_within_rounding(
+    coordinates, shape, out_hw, by, axes
+):
+    before, after, report, rewritten = _rewrite(_resize(shape, out_hw, coordinates, by, axes))
+    assert _fired(report) == ["resize-as-matmul"]
     assert _ops(rewritten) == ["MatMul", "MatMul"]
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=2e-6)
 
 
-def test_a_large_or_nearest_resize_stays_a_resize():
-    _, _, report, rewritten = _rewrite(_linear_resize((1, 2, 40, 8), (80, 16), "half_pixel"))
+@pytest.mark.parametrize("coordinates", COORDINATE_MODES)
+@pytest.mark.parametrize(
+    ("shape", "out_hw", "by", "axes"), [*RESIZE_SHAPES, ((1, 3, 40, 70), (160, 280), "sizes", True)]
+)
+@pytest.mark.parametrize(
+    "extra",
+    [{}, {"cubic_coeff_a": -0.5}, {"exclude_outside": 1}],
+    ids=["a-0.75", "a-0.5", "exclude"],
+)
+def test_a_cubic_resize_becomes_two_matmuls_within_rounding(
+    coordinates, shape, out_hw, by, axes, extra
+):
+    model = _resize(shape, out_hw, coordinates, by, axes, mode="cubic", **extra)
+    before, after, report, rewritten = _rewrite(model)
+    assert _fired(report) == ["resize-as-matmul"]
+    assert _ops(rewritten) == ["MatMul", "MatMul"]
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+
+
+def test_a_large_linear_or_a_nearest_resize_stays_a_resize():
+    _, _, report, rewritten = _rewrite(_resize((1, 2, 40, 8), (80, 16), "half_pixel"))
     assert _ops(rewritten) == ["Resize"]
     assert "above 32" in report.declined[0].reason
-    nearest = _linear_resize((1, 2, 8, 8), (16, 16), "asymmetric")
+    nearest = _resize((1, 2, 8, 8), (16, 16), "asymmetric")
     next(a for a in nearest.graph.node[0].attribute if a.name == "mode").s = b"nearest"
     _, _, report, rewritten = _rewrite(nearest)
     assert _ops(rewritten) == ["Resize"]

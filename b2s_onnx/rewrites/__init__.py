@@ -37,8 +37,8 @@ from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
 from b2s_onnx.rewrites.residual_scale import ResidualScale
+from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
-from b2s_onnx.rewrites.small_resize_as_matmul import SmallResizeAsMatMul
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
 from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
@@ -66,7 +66,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     GeluFusableForm(),
     ResidualScale(),
     SmallConvAs3d(),
-    SmallResizeAsMatMul(),
+    ResizeAsMatMul(),
     PerAxisQuantizeGuard(),
 )
 
