@@ -473,3 +473,30 @@ def test_a_large_linear_or_a_nearest_resize_stays_a_resize():
     _, _, report, rewritten = _rewrite(nearest)
     assert _ops(rewritten) == ["Resize"]
     assert not report.fired
+
+
+# -- lrn-as-conv -----------------------------------------------------------------------------
+
+
+def _lrn(channels=16, size=5, beta=0.75, bias=1.0):
+    node = helper.make_node(
+        "LRN", ["x"], ["y"], name="lrn", alpha=1e-3, beta=beta, bias=bias, size=size
+    )
+    return _model([node], {}, [1, channels, 6, 7])
+
+
+@pytest.mark.parametrize("beta", [0.75, 0.5, 0.6])
+@pytest.mark.parametrize(("channels", "size"), [(16, 5), (20, 3), (7, 7), (3, 9)])
+def test_lrn_becomes_a_banded_conv_and_a_power_within_rounding(channels, size, beta):
+    before, after, report, rewritten = _rewrite(_lrn(channels, size, beta), seed=channels)
+    assert _fired(report) == ["lrn-as-conv"]
+    assert "LRN" not in _ops(rewritten)
+    assert "Conv" in _ops(rewritten)
+    np.testing.assert_allclose(after, before, rtol=2e-6, atol=1e-7)
+
+
+def test_lrn_over_many_channels_stays_an_lrn():
+    before, after, report, rewritten = _rewrite(_lrn(channels=520))
+    assert _ops(rewritten) == ["LRN"]
+    assert "more than 512" in report.declined[0].reason
+    assert before.tobytes() == after.tobytes()
