@@ -500,3 +500,80 @@ def test_lrn_over_many_channels_stays_an_lrn():
     assert _ops(rewritten) == ["LRN"]
     assert "more than 512" in report.declined[0].reason
     assert before.tobytes() == after.tobytes()
+
+
+# -- mvn-as-normalization --------------------------------------------------------------------
+
+
+def _spelled_mvn(shape, axes, gamma=None, beta=None, inside=True, shared=False):
+    """The converter's MVN formula, optionally followed by a scale and a shift."""
+    constants = {"axes": np.asarray(axes, np.int64), "eps": np.float32(1e-5)}
+    nodes = [
+        helper.make_node("ReduceMean", ["x", "axes"], ["mean"]),
+        helper.make_node("Sub", ["x", "mean"], ["centered"]),
+        helper.make_node("Mul", ["centered", "centered"], ["squares"]),
+        helper.make_node("ReduceMean", ["squares", "axes"], ["variance"]),
+    ]
+    if inside:
+        nodes += [
+            helper.make_node("Add", ["variance", "eps"], ["shifted"]),
+            helper.make_node("Sqrt", ["shifted"], ["deviation"]),
+        ]
+    else:
+        nodes += [
+            helper.make_node("Sqrt", ["variance"], ["root"]),
+            helper.make_node("Add", ["root", "eps"], ["deviation"]),
+        ]
+    nodes.append(helper.make_node("Div", ["centered", "deviation"], ["normed"], name="mvn"))
+    last = "normed"
+    if gamma is not None:
+        constants["gamma"] = gamma
+        nodes.append(helper.make_node("Mul", [last, "gamma"], ["scaled"]))
+        last = "scaled"
+    if beta is not None:
+        constants["beta"] = beta
+        nodes.append(helper.make_node("Add", [last, "beta"], ["shifted_out"]))
+        last = "shifted_out"
+    if shared:
+        nodes.append(helper.make_node("Add", [last, "centered"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    return _model(nodes, constants, list(shape))
+
+
+@pytest.mark.parametrize(
+    ("shape", "axes", "gamma", "beta", "kind"),
+    [
+        ((2, 8, 9, 7), [2, 3], None, None, "InstanceNormalization"),
+        (
+            (1, 8, 9, 7),
+            [-2, -1],
+            np.linspace(0.5, 2, 8).reshape(8, 1, 1),
+            np.full((1, 8, 1, 1), 0.3),
+            "InstanceNormalization",
+        ),
+        ((1, 6, 16), [2], np.linspace(0.5, 2, 16), np.full((1, 1, 16), 0.3), "LayerNormalization"),
+        ((2, 4, 5, 6), [1, 2, 3], None, None, "LayerNormalization"),
+    ],
+)
+def test_spelled_mvn_becomes_one_normalization_kernel_within_rounding(
+    shape, axes, gamma, beta, kind
+):
+    gamma = None if gamma is None else np.asarray(gamma, np.float32)
+    beta = None if beta is None else np.asarray(beta, np.float32)
+    before, after, report, rewritten = _rewrite(_spelled_mvn(shape, axes, gamma, beta))
+    assert _fired(report) == ["mvn-as-normalization"]
+    assert _ops(rewritten) == [kind]
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"axes": [1]}, {"axes": [2, 3], "inside": False}, {"axes": [2, 3], "shared": True}],
+    ids=["leading-axis", "eps-outside-sqrt", "centered-read-elsewhere"],
+)
+def test_other_mvn_spellings_are_kept(kwargs):
+    before, after, report, rewritten = _rewrite(_spelled_mvn((1, 4, 5, 6), **kwargs))
+    assert "mvn-as-normalization" not in _fired(report)
+    assert "ReduceMean" in _ops(rewritten)
+    assert before.tobytes() == after.tobytes()

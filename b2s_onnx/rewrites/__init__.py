@@ -32,6 +32,7 @@ from b2s_onnx.rewrites.lrn_as_conv import LrnAsConv
 from b2s_onnx.rewrites.matmul_bias_as_sum import MatMulBiasAsSum
 from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
+from b2s_onnx.rewrites.mvn_as_normalization import MvnAsNormalization
 from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisQuantizeGuard
 from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
@@ -63,6 +64,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     AddPerQuantize(),
     MishAsExponentials(),
     LrnAsConv(),
+    MvnAsNormalization(),
     PoolFloorMode(),
     AveragePoolInFloat(),
     GeluFusableForm(),
