@@ -159,3 +159,30 @@ def test_a_pad_of_int64_min_is_refused_not_overflowed(tmp_path):
     xml.with_suffix(".bin").write_bytes(bytes(weights))
     with pytest.raises(B2SError, match=r"crop axis 1 \(size 3\) below zero"):
         b2s_onnx.convert_ir(xml)
+
+
+def test_a_static_size_declared_along_a_dynamic_input_dim_is_not_trusted(tmp_path):
+    """A mutated IR declared a batch of 1000 where the input's batch is dynamic; OpenVINO
+    derives it dynamic and ignores the statement, and written as value_info it made
+    onnxruntime reserve 24 GB. The converted model keeps the dim symbolic."""
+    x = o13.parameter([-1, 4, 3, 3], F32, name="x")
+    scale = o13.constant(np.full([1, 4, 1, 1], 2.0, np.float32))
+    scaled = o13.multiply(x, scale)
+    out = o13.relu(o13.add(scaled, scale))
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([out], [x]), xml, compress_to_fp16=False)
+    text = xml.read_text()
+    layer = re.search(r'<layer id="\d+" name="[^"]*" type="Multiply".*?</layer>', text, re.S)
+    assert layer is not None
+    mutated = layer.group(0)
+    head, tail = mutated.rsplit("<output>", 1)
+    tail = tail.replace("<dim>-1</dim>", "<dim>1000</dim>", 1)
+    xml.write_text(text.replace(mutated, head + "<output>" + tail))
+    converted = b2s_onnx.convert_ir(xml)
+    declared = [
+        d.dim_value for v in converted.graph.value_info for d in v.type.tensor_type.shape.dim
+    ]
+    assert 1000 not in declared
+    feeds = {"x": np.random.default_rng(0).standard_normal([2, 4, 3, 3]).astype(np.float32)}
+    (ours,) = run_onnxruntime(converted, feeds).values()
+    np.testing.assert_array_equal(ours, np.maximum(feeds["x"] * 2 + 2, 0))

@@ -121,14 +121,24 @@ def _skeleton(model: onnx.ModelProto) -> onnx.ModelProto:
     return skeleton
 
 
-def infer_infos(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+def infer_infos(
+    model: onnx.ModelProto, symbolic: dict[str, frozenset[int]] | None = None
+) -> dict[str, TensorInfo]:
     """Runs ONNX shape inference on a skeleton of the model (custom nodes stay untyped) and
-    reads the result."""
+    reads the result. ``symbolic``, when given, receives for each tensor the axes inference
+    left as named symbols (a dynamic input's dim carried through), as opposed to unknown."""
     skeleton = _skeleton(model)
     try:
         inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
     except Exception:  # a model ONNX cannot infer still lowers if declared types suffice
         inferred = skeleton
+    if symbolic is not None:
+        for value in (*inferred.graph.input, *inferred.graph.output, *inferred.graph.value_info):
+            axes = frozenset(
+                i for i, d in enumerate(value.type.tensor_type.shape.dim) if d.HasField("dim_param")
+            )
+            if axes:
+                symbolic[value.name] = axes
     return collect_infos(inferred)
 
 

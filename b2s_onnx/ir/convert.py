@@ -411,7 +411,8 @@ def _declare_shapes(
     value_info, so that a rank the IR states is known downstream even where ONNX shape
     inference cannot derive it (run-time shape arithmetic, custom nodes awaiting lowering).
     """
-    infos = infer_infos(model)
+    symbolic: dict[str, frozenset[int]] = {}
+    infos = infer_infos(model, symbolic)
     boundary = {v.name for v in (*model.graph.input, *model.graph.output)}
     declared_infos = []
     for layer in order:
@@ -426,8 +427,15 @@ def _declare_shapes(
             if declared is None or name in boundary or name in ctx.constants:
                 continue
             if found_shape is not None and len(found_shape) == len(declared):
+                # A size the IR states where inference carries a dynamic input's symbol is
+                # unverifiable (OpenVINO derives it dynamic and ignores the statement);
+                # as value_info it would steer onnxruntime's memory planning: a mutated IR
+                # declaring a batch of 1000 there made onnxruntime reserve 24 GB. Such
+                # sizes stay symbolic; sizes inference lost track of keep the IR's word.
+                carried = symbolic.get(name, frozenset())
                 declared = tuple(
-                    d if d is not None else f for d, f in zip(declared, found_shape, strict=True)
+                    f if d is None or axis in carried else d
+                    for axis, (d, f) in enumerate(zip(declared, found_shape, strict=True))
                 )
             elem_type = found.elem_type if found is not None and found.elem_type else 0
             declared_infos.append(
