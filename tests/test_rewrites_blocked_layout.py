@@ -275,3 +275,89 @@ def test_channel_padding_off_the_block_size_is_declined_with_the_reason():
     assert declined
     assert "blocked layout" in declined[0].reason
     assert "Pad" in [n.op_type for n in rewritten.graph.node]
+
+
+# -- the layout predicate ---------------------------------------------------------------------
+
+
+def _layout_graph():
+    """Conv -> Relu -> MaxPool, Concat with a second Conv, a nearest and a linear 2x Resize
+    by scales, the linear one by sizes too, a per-channel Mul and Add by constants, a Conv
+    on 24 input channels, and an Erf (no blocked kernel)."""
+    rng = np.random.default_rng(0)
+    constants = {
+        "w1": rng.standard_normal([16, 3, 3, 3]).astype(np.float32),
+        "w2": rng.standard_normal([16, 16, 1, 1]).astype(np.float32),
+        "w3": rng.standard_normal([24, 32, 1, 1]).astype(np.float32),
+        "w4": rng.standard_normal([16, 24, 1, 1]).astype(np.float32),
+        "k": np.full([1, 32, 1, 1], 0.5, np.float32),
+        "two": np.asarray([1, 1, 2, 2], np.float32),
+        "sizes": np.asarray([8, 8], np.int64),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"]),
+        helper.make_node("Concat", ["p1", "c2"], ["cat"], axis=1),
+        helper.make_node(
+            "Resize",
+            ["cat", "", "two"],
+            ["near"],
+            mode="nearest",
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+        ),
+        helper.make_node("Resize", ["cat", "", "two"], ["lin"], mode="linear"),
+        helper.make_node(
+            "Resize", ["cat", "", "", "sizes"], ["lin_sizes"], mode="linear", axes=[2, 3]
+        ),
+        helper.make_node("Mul", ["cat", "k"], ["scaled"]),
+        helper.make_node("Add", ["cat", "k"], ["shifted"]),
+        helper.make_node("Erf", ["cat"], ["erf"]),
+        helper.make_node("Conv", ["near", "w3"], ["c3"]),
+        helper.make_node("Conv", ["c3", "w4"], ["y"]),
+    ]
+    model = _model(nodes, constants, [1, 3, 8, 8])
+    model.graph.output.extend(
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
+        for n in ("lin", "lin_sizes", "scaled", "shifted", "erf")
+    )
+    return model
+
+
+LAYOUT = {
+    "c1": True,  # a Conv reading 3 channels: NCHW input, blocked output
+    "r1": True,
+    "p1": True,
+    "cat": True,  # channel Concat of two blocked, aligned tensors
+    "near": True,  # nearest, asymmetric, floor, whole scales
+    "lin": True,  # linear, half_pixel, whole scales
+    "lin_sizes": False,  # the same given as sizes: onnxruntime 1.31 leaves it NCHW
+    "scaled": True,  # Mul by a per-channel constant: a blocked depthwise 1x1 Conv
+    "shifted": False,  # Add of a constant: no blocked form
+    "erf": False,
+    "c3": True,
+    "y": True,  # 24 input channels: blocked too, the last block padded
+}
+
+
+@pytest.mark.parametrize(("tensor", "blocked"), LAYOUT.items())
+def test_the_layout_predicate_follows_onnxruntimes_rules(tensor, blocked):
+    from b2s_onnx.rewrites._blocked_layout import is_blocked
+    from b2s_onnx.rewrites._index import GraphIndex
+
+    assert is_blocked(GraphIndex(_layout_graph()), tensor) == blocked
+
+
+def test_onnxruntime_lays_the_graph_out_as_the_predicate_says(tmp_path):
+    """Each graph output the predicate calls blocked comes out of a ReorderOutput; the
+    others straight from an NCHW kernel."""
+    if not _blocked_layout_available(tmp_path):
+        pytest.skip("this CPU's onnxruntime has no blocked layout")
+    path = tmp_path / "optimized.onnx"
+    _session(_layout_graph(), ort.GraphOptimizationLevel.ORT_ENABLE_ALL, path)
+    produced = {out: n for n in onnx.load(path).graph.node for out in n.output}
+    for name in ("lin", "lin_sizes", "scaled", "shifted", "erf", "y"):
+        from_blocked = produced[name].op_type == "ReorderOutput"
+        assert from_blocked == LAYOUT[name], name

@@ -4,12 +4,13 @@ onnxruntime's CPU provider, at its default optimization level, moves 2-D convolu
 channel counts fit its channel block into a blocked layout and keeps the tensor blocked
 through the ops that have blocked kernels: pools, Add/Sum of two blocked tensors (folded
 into the producing convolution as an accumulation), Relu/Sigmoid/Tanh (folded into the
-convolution when it is the only reader), BatchNormalization (run as a depthwise 1x1
-convolution), channel Concat of aligned inputs and nearest 2-D integer upsampling. Any
-other reader gets the tensor back through a reorder pass, so a rewrite that wants an
-element-wise op to stay cheap must know whether its input is blocked; this module answers
-that by walking producers with those rules. The answer only steers speed: a wrong one
-never changes an output.
+convolution when it is the only reader), BatchNormalization and Mul by a per-channel
+constant (run as depthwise 1x1 convolutions), channel Concat of aligned inputs, and
+nearest or linear upsampling by whole factors given as scales (onnxruntime 1.31's rules,
+each checked in its optimized graph by the tests). Any other reader gets the tensor back
+through a reorder pass, so a rewrite that wants an element-wise op to stay cheap must know
+whether its input is blocked; this module answers that by walking producers with those
+rules. The answer only steers speed: a wrong one never changes an output.
 
 The block is 16 channels with AVX-512 and 8 with AVX2; asking for multiples of 16 holds
 for both.
@@ -70,7 +71,7 @@ def _conv_is_blocked(index: GraphIndex, node: onnx.NodeProto) -> bool:
     out_channels, in_per_group = dims[0], dims[1]
     group = int(index.attribute(node, "group", 1))
     if group == 1:
-        return in_per_group < BLOCK or in_per_group % BLOCK == 0
+        return True  # onnxruntime 1.31 blocks any count, padding the last block
     if out_channels % BLOCK:
         return False
     if in_per_group == 1 and out_channels == group:
@@ -139,6 +140,8 @@ def _rule(index: GraphIndex, name: str):
     if op in ("Add", "Sum", "Mul"):
         if op == "Add" and (data := _is_conv_bias(index, node)) is not None:
             return [data], lambda m: m[data]
+        if op == "Mul" and (data := _per_channel_scaling(index, node)) is not None:
+            return [data], lambda m: m[data]  # run as a blocked depthwise 1x1 Conv
         shapes = {index.info(i).shape for i in node.input}
         if len(shapes) != 1:
             return [], lambda _: False
@@ -155,12 +158,34 @@ def _rule(index: GraphIndex, name: str):
     return [], lambda _: False
 
 
+def _per_channel_scaling(index: GraphIndex, node: onnx.NodeProto) -> str | None:
+    """For Mul(t, constant [1,C,1,1] or [C,1,1]): ``t``, else None."""
+    for data, other in (node.input, node.input[::-1]):
+        value = index.constant(other)
+        if value is None or index.constant(data) is not None or value.ndim not in (3, 4):
+            continue
+        if all(d == 1 for i, d in enumerate(value.shape) if i != value.ndim - 3):
+            return data
+    return None
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
-    if index.attribute(node, "mode", b"nearest") not in (b"nearest", "nearest"):
-        return False
-    if index.attribute(node, "coordinate_transformation_mode") not in (b"asymmetric", "asymmetric"):
-        return False
-    if index.attribute(node, "nearest_mode") not in (b"floor", "floor"):
+    """onnxruntime 1.31's blocked Upsample (checked in its optimized graph): constant whole
+    scales on H and W; nearest asymmetric/floor, or linear half_pixel, align_corners or
+    asymmetric."""
+    mode = _text(index.attribute(node, "mode", "nearest"))
+    coordinates = _text(index.attribute(node, "coordinate_transformation_mode", "half_pixel"))
+    if mode == "nearest":
+        if (
+            coordinates != "asymmetric"
+            or _text(index.attribute(node, "nearest_mode", "")) != "floor"
+        ):
+            return False
+    elif mode != "linear" or coordinates not in ("half_pixel", "align_corners", "asymmetric"):
         return False
     if len(node.input) != 3 or not node.input[2]:
         return False
