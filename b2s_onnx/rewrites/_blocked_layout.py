@@ -169,21 +169,14 @@ def _per_channel_scaling(index: GraphIndex, node: onnx.NodeProto) -> str | None:
     return None
 
 
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
     """onnxruntime 1.31's blocked Upsample (checked in its optimized graph): constant whole
     scales on H and W; nearest asymmetric/floor, or linear half_pixel, align_corners or
     asymmetric."""
-    mode = _text(index.attribute(node, "mode", "nearest"))
-    coordinates = _text(index.attribute(node, "coordinate_transformation_mode", "half_pixel"))
+    mode = index.text(node, "mode", "nearest")
+    coordinates = index.text(node, "coordinate_transformation_mode", "half_pixel")
     if mode == "nearest":
-        if (
-            coordinates != "asymmetric"
-            or _text(index.attribute(node, "nearest_mode", "")) != "floor"
-        ):
+        if coordinates != "asymmetric" or index.text(node, "nearest_mode", "") != "floor":
             return False
     elif mode != "linear" or coordinates not in ("half_pixel", "align_corners", "asymmetric"):
         return False

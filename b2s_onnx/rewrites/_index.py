@@ -139,6 +139,11 @@ class GraphIndex:
                 return onnx.helper.get_attribute_value(attr)
         return default
 
+    def text(self, node: onnx.NodeProto, name: str, default: str = "") -> str:
+        """A string attribute as text (protobuf gives bytes)."""
+        value = self.attribute(node, name, default)
+        return value.decode() if isinstance(value, bytes) else str(value)
+
     # -- edits -----------------------------------------------------------------------------
 
     def add_initializer(self, hint: str, value: np.ndarray, *, exact_name: bool = False) -> str:

@@ -13,9 +13,9 @@ faster one (0.008 ms vs 0.023 ms on [1,64,32,32]).
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
+from b2s_onnx.rewrites._fusion_guard import guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
@@ -42,14 +42,6 @@ class AveragePoolInFloat:
         pooled = onnx.NodeProto()
         pooled.CopyFrom(node)
         pooled.output[0] = index.names.fresh(f"{node.output[0]}/float")
-        floor = index.add_initializer(
-            f"{node.name}/no_lower_bound", np.asarray(-np.inf, np.float32)
-        )
-        guard = onnx.helper.make_node(
-            "Max",
-            [pooled.output[0], floor],
-            [node.output[0]],
-            name=index.names.fresh(f"{node.name}/kept_in_float"),
-        )
-        index.replace([node], [pooled, guard])
+        kept = guard(index, pooled.output[0], node.output[0], f"{node.name}/kept_in_float")
+        index.replace([node], [pooled, kept])
         return Fired(self.name, node.name, "the pool stays in float")

@@ -25,7 +25,7 @@ from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 def _channel_padding(index: GraphIndex, pad: onnx.NodeProto) -> int | None:
     """How many zero channels ``pad`` appends to a 4-D tensor, else None."""
-    if index.attribute(pad, "mode", b"constant") not in (b"constant", "constant"):
+    if index.text(pad, "mode", "constant") != "constant":
         return None
     if len(pad.input) > 3 and pad.input[3]:
         return None  # explicit axes: rare, not worth matching

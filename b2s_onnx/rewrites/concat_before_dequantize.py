@@ -22,6 +22,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._fusion_guard import guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
@@ -121,17 +122,8 @@ class ConcatBeforeDequantize:
             ),
         ]
         if guarded:
-            floor = index.add_initializer(
-                f"{node.name}/no_lower_bound", np.asarray(-np.inf, np.asarray(scale).dtype)
-            )
-            nodes.append(
-                helper.make_node(
-                    "Max",
-                    [dequantized, floor],
-                    [node.output[0]],
-                    name=index.names.fresh(f"{node.name}/guard"),
-                )
-            )
+            dtype = np.asarray(scale).dtype
+            nodes.append(guard(index, dequantized, node.output[0], f"{node.name}/guard", dtype))
         index.replace([*sources, node], nodes)
         for source in sources:
             report.absorbed[source.output[0]] = node.output[0]

@@ -54,7 +54,7 @@ def _plain_upsampling(index: GraphIndex, deconv: onnx.NodeProto, kernel: list[in
         return "the ConvTranspose pads its output"
     if index.attribute(deconv, "output_shape") is not None:
         return "the ConvTranspose sets its output shape"
-    if index.attribute(deconv, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+    if index.text(deconv, "auto_pad", "NOTSET") != "NOTSET":
         return "the ConvTranspose uses auto_pad"
     return None
 

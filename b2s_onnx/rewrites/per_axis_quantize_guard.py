@@ -13,9 +13,9 @@ DequantizeLinear on every data input. ``Max(x, -inf)`` is ``x``, so this is exac
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 
+from b2s_onnx.rewrites._fusion_guard import is_guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Fired, RewriteReport
 
@@ -24,14 +24,6 @@ STANDARD = ("", "ai.onnx")
 _PASS_THROUGH = ("Relu", "Clip", "Min", "Max")
 #: Layers its QDQ groups are built around, when their data input is dequantized.
 _LAYERS = ("Conv", "ConvTranspose", "MatMul", "Gemm")
-
-
-def is_guard(index: GraphIndex, node: onnx.NodeProto) -> bool:
-    """Whether ``node`` is ``Max(t, -inf)``, the converter's fusion guard."""
-    if node.op_type != "Max" or node.domain not in STANDARD or len(node.input) != 2:
-        return False
-    floor = index.constant(node.input[1])
-    return floor is not None and floor.size == 1 and bool(np.isneginf(floor.reshape(-1)[0]))
 
 
 def _unfusable(index: GraphIndex, name: str, depth: int = 4) -> bool:

@@ -88,10 +88,6 @@ def interpolation_matrix(
     return matrix.astype(np.float32)
 
 
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class ResizeAsMatMul:
     name = "resize-as-matmul"
     exact = False
@@ -100,13 +96,13 @@ class ResizeAsMatMul:
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
     ) -> Fired | Declined | None:
-        mode = _text(index.attribute(node, "mode", "nearest"))
+        mode = index.text(node, "mode", "nearest")
         if mode not in ("linear", "cubic"):
             return None
-        coordinates = _text(index.attribute(node, "coordinate_transformation_mode", "half_pixel"))
+        coordinates = index.text(node, "coordinate_transformation_mode", "half_pixel")
         if coordinates not in _COORDINATES or int(index.attribute(node, "antialias", 0)):
             return None
-        if _text(index.attribute(node, "keep_aspect_ratio_policy", "stretch")) != "stretch":
+        if index.text(node, "keep_aspect_ratio_policy", "stretch") != "stretch":
             return None
         data, result = index.info(node.input[0]), index.info(node.output[0])
         if data.elem_type != onnx.TensorProto.FLOAT:

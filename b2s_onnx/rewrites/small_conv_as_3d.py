@@ -129,7 +129,7 @@ class SmallConvAs3d:
             return Declined(self.name, node.name, "the input's size is unknown")
         if shape[2] * shape[3] // (strides[0] * strides[1]) < MIN_PIXELS:
             return Declined(self.name, node.name, "a small output stays in 2-D")
-        if index.attribute(node, "auto_pad", b"NOTSET") not in (b"NOTSET", "NOTSET"):
+        if index.text(node, "auto_pad", "NOTSET") != "NOTSET":
             return Declined(self.name, node.name, "auto_pad is kept in 2-D")
         bias = node.input[2] if len(node.input) > 2 else ""
         if bias and index.weight(bias) is None:
