@@ -21,6 +21,7 @@ from __future__ import annotations
 import onnx
 
 from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._per_channel import channel_vector
 
 #: Channels per block on AVX-512 (a multiple of AVX2's 8).
 BLOCK = 16
@@ -87,8 +88,7 @@ def _is_conv_bias(index: GraphIndex, node: onnx.NodeProto) -> str | None:
         value = index.constant(other)
         if conv is None or value is None or index.only_consumer(data) is None:
             continue
-        other_dims = [d for i, d in enumerate(value.shape) if i != value.ndim - 3]
-        if value.ndim in (3, 4) and all(d == 1 for d in other_dims):
+        if channel_vector(value) is not None:
             return data
     return None
 
@@ -162,9 +162,9 @@ def _per_channel_scaling(index: GraphIndex, node: onnx.NodeProto) -> str | None:
     """For Mul(t, constant [1,C,1,1] or [C,1,1]): ``t``, else None."""
     for data, other in (node.input, node.input[::-1]):
         value = index.constant(other)
-        if value is None or index.constant(data) is not None or value.ndim not in (3, 4):
+        if value is None or index.constant(data) is not None:
             continue
-        if all(d == 1 for i, d in enumerate(value.shape) if i != value.ndim - 3):
+        if channel_vector(value) is not None:
             return data
     return None
 

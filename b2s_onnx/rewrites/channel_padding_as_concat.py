@@ -20,6 +20,7 @@ from onnx import helper
 
 from b2s_onnx.rewrites._blocked_layout import BLOCK, channels, is_blocked
 from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._per_channel import channel_vector
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 
@@ -53,9 +54,8 @@ def _conv_with_bias(
             bias = index.constant(other)
             if conv is None or bias is None or index.only_consumer(data) is None:
                 continue
-            if bias.ndim not in (3, 4) or bias.size != bias.shape[-3]:
-                return None
-            return conv, add, bias.reshape(-1)
+            vector = channel_vector(bias)
+            return None if vector is None else (conv, add, vector)
         return None
     conv = index.produced_by(name, "Conv")
     return None if conv is None else (conv, None, None)

@@ -29,6 +29,7 @@ import onnx
 from onnx import helper
 
 from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._per_channel import channel_vector
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 #: Element-wise activations onnxruntime fuses into a Conv.
@@ -94,15 +95,14 @@ def _conv_with_bias_add(
 def _per_channel(
     index: GraphIndex, add: onnx.NodeProto, conv_output: str, channels: int
 ) -> np.ndarray | None:
-    """The Add's other operand as one value per channel, when it is shaped [C, 1, 1] or
-    [1, C, 1, 1] (a [C] vector would broadcast along the width, not the channels)."""
+    """The Add's other operand as one value per channel (a [C] vector would broadcast
+    along the width, not the channels)."""
     other = add.input[1] if add.input[0] == conv_output else add.input[0]
     value = index.weight(other)
     if value is None or value.dtype != np.float32:
         return None
-    if tuple(value.shape) not in ((channels, 1, 1), (1, channels, 1, 1)):
-        return None
-    return value.astype(np.float64).reshape(-1)
+    vector = channel_vector(value, channels)
+    return None if vector is None else vector.astype(np.float64)
 
 
 #: From this many output elements on, two Transposes beat onnxruntime's DepthToSpace.

@@ -26,17 +26,8 @@ from onnx import helper
 
 from b2s_onnx.rewrites._blocked_layout import BLOCK, channels, is_blocked
 from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._per_channel import channel_vector
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
-
-
-def _per_channel(slope: np.ndarray, count: int | None) -> np.ndarray | None:
-    """The slope as a [count] vector when it varies along axis 1 of a 4-D tensor only."""
-    if count is None or slope.ndim > 4:
-        return None
-    padded = (1,) * (4 - slope.ndim) + slope.shape
-    if padded[0] != 1 or padded[2:] != (1, 1) or padded[1] not in (1, count):
-        return None
-    return np.broadcast_to(slope.reshape(-1), (count,)).astype(np.float32)
 
 
 def _scaling(index: GraphIndex, data: str, scale: np.ndarray, output: str) -> onnx.NodeProto:
@@ -84,7 +75,7 @@ def fast_prelu_form(
         node = helper.make_node("LeakyRelu", [data], [output], name=name, alpha=alpha)
         return [node], f"LeakyRelu(alpha={alpha:g})"
     count = channels(index, data)
-    vector = _per_channel(slope, count)
+    vector = None if count is None else channel_vector(slope, count)
     if vector is not None and count % BLOCK == 0 and is_blocked(index, data):
         return _blocked_form(index, data, vector, output, name), "blocked-layout PReLU"
     if not (np.all(flat > 0) and np.all(flat <= 1)):

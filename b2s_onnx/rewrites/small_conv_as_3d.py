@@ -31,6 +31,7 @@ import onnx
 from onnx import helper
 
 from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._per_channel import channel_vector
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 #: onnxruntime's NCHWc block on AVX-512 (8 on AVX2, which divides it).
@@ -101,11 +102,10 @@ def _bias_add(
         return None
     other = add.input[1] if add.input[0] == name else add.input[0]
     value = index.constant(other)
-    if value is None or value.dtype != np.float32 or value.ndim not in (3, 4):
-        return None
-    if value.size not in (1, channels) or value.size != value.shape[-3]:
-        return None
-    return add, np.ascontiguousarray(np.broadcast_to(value.reshape(-1), (channels,)))
+    vector = None
+    if value is not None and value.dtype == np.float32:
+        vector = channel_vector(value, channels)
+    return None if vector is None else (add, np.ascontiguousarray(vector))
 
 
 class SmallConvAs3d:
