@@ -361,3 +361,256 @@ def test_onnxruntime_lays_the_graph_out_as_the_predicate_says(tmp_path):
     for name in ("lin", "lin_sizes", "scaled", "shifted", "erf", "y"):
         from_blocked = produced[name].op_type == "ReorderOutput"
         assert from_blocked == LAYOUT[name], name
+
+
+# -- pad-channels-to-block -------------------------------------------------------------------
+
+
+def _bottleneck(narrow=8, middle="depthwise", reader="Conv", wide=16, size=12):
+    """x[wide] -> 1x1 Conv (+ bias) to ``narrow`` channels -> Relu -> ``middle`` -> 1x1 Conv
+    back to ``wide`` (read by ``reader``), added to x: an ENet/MobileNet bottleneck."""
+    rng = np.random.default_rng(1)
+
+    def values(*shape, low=-1.0, high=1.0):
+        return rng.uniform(low, high, shape).astype(np.float32)
+
+    constants = {
+        "w_in": values(narrow, wide, 1, 1),
+        "b_in": values(narrow),
+        "w_out": values(wide, narrow, 1, 1),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w_in", "b_in"], ["reduced"]),
+        helper.make_node("Relu", ["reduced"], ["a"]),
+    ]
+    if middle == "depthwise":
+        constants.update(w_dw=values(narrow, 1, 3, 3), b_dw=values(narrow))
+        nodes.append(
+            helper.make_node("Conv", ["a", "w_dw", "b_dw"], ["m"], group=narrow, pads=[1] * 4)
+        )
+    elif middle == "maxpool":
+        nodes.append(helper.make_node("MaxPool", ["a"], ["m"], kernel_shape=[3, 3], pads=[1] * 4))
+    elif middle == "batchnorm":
+        constants.update(
+            scale=values(narrow),
+            bias=values(narrow),
+            mean=values(narrow),
+            var=values(narrow, low=0.5),
+        )
+        nodes.append(
+            helper.make_node("BatchNormalization", ["a", "scale", "bias", "mean", "var"], ["m"])
+        )
+    elif middle == "scales":
+        constants.update(s=values(1, narrow, 1, 1), d=values(narrow, 1, 1, low=0.5, high=2.0))
+        nodes += [
+            helper.make_node("Mul", ["a", "s"], ["scaled"]),
+            helper.make_node("Div", ["scaled", "d"], ["m"]),
+        ]
+    elif middle == "prelu":
+        constants.update(slope=values(narrow, 1, 1))
+        nodes.append(helper.make_node("PRelu", ["a", "slope"], ["m"]))
+    elif middle == "squeeze-excite":
+        # A 1x1 Conv that reads the region and produces into it, and a Mul of two tensors.
+        constants.update(axes=np.asarray([2, 3], np.int64), w_se=values(narrow, narrow, 1, 1))
+        nodes += [
+            helper.make_node("ReduceMean", ["a", "axes"], ["pooled"], keepdims=1),
+            helper.make_node("Conv", ["pooled", "w_se"], ["excite"]),
+            helper.make_node("Sigmoid", ["excite"], ["gate"]),
+            helper.make_node("Mul", ["a", "gate"], ["m"]),
+        ]
+    else:  # activations only
+        nodes.append(helper.make_node("LeakyRelu", ["a"], ["m"], alpha=0.1))
+    if reader == "Conv":
+        nodes += [
+            helper.make_node("Conv", ["m", "w_out"], ["expanded"]),
+            helper.make_node("Add", ["expanded", "x"], ["y"]),
+        ]
+    elif reader == "Transpose":
+        nodes.append(helper.make_node("Transpose", ["m"], ["y"], perm=[0, 2, 3, 1]))
+    else:  # the region's tensor is also the graph's output
+        nodes.append(helper.make_node("Conv", ["m", "w_out"], ["expanded"]))
+        nodes.append(helper.make_node("Identity", ["m"], ["y"]))
+    return _model(nodes, constants, [1, wide, size, size])
+
+
+def _pad_fired(report) -> list[str]:
+    return [f.detail for f in report.fired if f.rewrite == "pad-channels-to-block"]
+
+
+@pytest.mark.parametrize(
+    "middle", ["depthwise", "maxpool", "batchnorm", "scales", "prelu", "squeeze-excite"]
+)
+@pytest.mark.parametrize("narrow", [8, 12])
+def test_a_narrow_bottleneck_is_padded_to_a_whole_block_within_rounding(middle, narrow):
+    model = _bottleneck(narrow, middle)
+    report, rewritten = _rewrite(model)
+    assert len(_pad_fired(report)) == 1
+    assert f"from {narrow} to 16 channels" in _pad_fired(report)[0]
+    assert not report.fired[-1].exact
+    feeds = _feeds(model, special=False)
+    for level in (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    ):
+        np.testing.assert_allclose(
+            _run(rewritten, level, feeds), _run(model, level, feeds), rtol=1e-5, atol=1e-5
+        )
+    shapes = {t.name: tuple(t.dims) for t in rewritten.graph.initializer}
+    conv_weights = [shapes[n.input[1]] for n in rewritten.graph.node if n.op_type == "Conv"]
+    assert (16, 16, 1, 1) in conv_weights  # the reducing Conv now makes a whole block
+    assert all(16 in dims[:2] for dims in conv_weights)
+    # The old names are gone; each maps to the tensor that carries its value, padded.
+    assert report.absorbed["a"].startswith("a/16ch")
+
+
+def test_padding_removes_onnxruntimes_reorders_around_the_narrow_tensors(tmp_path):
+    if not _blocked_layout_available(tmp_path):
+        pytest.skip("onnxruntime has no blocked layout on this CPU")
+    model = _bottleneck(8, "depthwise", size=32)
+    _, rewritten = _rewrite(model)
+
+    def reorders(m):
+        ops = _optimized_ops(m, tmp_path)
+        return sum(n for (domain, op), n in ops.items() if op.startswith("Reorder"))
+
+    before, after = reorders(model), reorders(rewritten)
+    assert after <= before
+    if before > 2:  # AVX-512 (16 channels per block): 8 channels left the layout
+        assert after < before
+
+
+@pytest.mark.parametrize(
+    ("narrow", "middle", "reader"),
+    [
+        (6, "depthwise", "Conv"),  # more than doubled: measured slower
+        (24, "depthwise", "Conv"),  # wider than a block: measured no faster
+        (8, "activations", "Conv"),  # onnxruntime folds them into the convolution
+    ],
+)
+def test_regions_not_worth_padding_are_left_alone(narrow, middle, reader):
+    model = _bottleneck(narrow, middle, reader)
+    report, rewritten = _rewrite(model)
+    assert not _pad_fired(report)
+    assert [n.op_type for n in rewritten.graph.node] == [n.op_type for n in model.graph.node]
+
+
+@pytest.mark.parametrize(
+    ("reader", "reason"),
+    [
+        ("Transpose", "Transpose"),
+        ("output", "graph output"),
+    ],
+)
+def test_a_region_read_as_it_is_declines_with_the_reason(reader, reason):
+    report, _ = _rewrite(_bottleneck(8, "depthwise", reader))
+    assert not _pad_fired(report)
+    reasons = [d.reason for d in report.declined if d.rewrite == "pad-channels-to-block"]
+    assert reasons
+    assert reason in reasons[0]
+
+
+# -- scale-shift-as-batchnorm ----------------------------------------------------------------
+
+
+def _scale_shift(
+    channels=32, producer="Relu", scale_shape=None, shift_shape=None, swapped=False, shared=False
+):
+    """x -> Conv -> producer -> Mul(s) -> Add(b) -> Conv: OpenVINO's ScaleShift after an
+    activation ("Conv": right after the convolution; "input": on the graph's input)."""
+    rng = np.random.default_rng(2)
+    scale_shape = scale_shape or (1, channels, 1, 1)
+    shift_shape = shift_shape or (1, channels, 1, 1)
+    constants = {
+        "s": rng.uniform(-2, 2, scale_shape).astype(np.float32),
+        "b": rng.uniform(-2, 2, shift_shape).astype(np.float32),
+        "w": rng.uniform(-1, 1, (16, channels, 3, 3)).astype(np.float32),
+        "w0": rng.uniform(-1, 1, (channels, channels, 1, 1)).astype(np.float32),
+    }
+    if producer == "input":
+        nodes = [helper.make_node("Identity", ["x"], ["p"])]
+    elif producer == "Conv":
+        nodes = [helper.make_node("Conv", ["x", "w0"], ["p"])]
+    else:
+        nodes = [
+            helper.make_node("Conv", ["x", "w0"], ["c0"]),
+            helper.make_node(
+                producer,
+                ["c0"],
+                ["p"],
+                **({"kernel_shape": [2, 2]} if producer == "MaxPool" else {}),
+            ),
+        ]
+    nodes += [
+        helper.make_node("Mul", ["s", "p"] if swapped else ["p", "s"], ["scaled"]),
+        helper.make_node("Add", ["b", "scaled"] if swapped else ["scaled", "b"], ["shifted"]),
+        helper.make_node("Conv", ["shifted", "w"], ["c"], pads=[1] * 4),
+    ]
+    if shared:
+        nodes.append(helper.make_node("ReduceSum", ["scaled"], ["total"], keepdims=1))
+        nodes.append(helper.make_node("Add", ["c", "total"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", ["c"], ["y"]))
+    return _model(nodes, constants, [1, channels, 10, 10])
+
+
+def _scale_shift_fired(report) -> list[str]:
+    return [f.detail for f in report.fired if f.rewrite == "scale-shift-as-batchnorm"]
+
+
+@pytest.mark.parametrize(
+    ("channels", "scale_shape", "swapped", "producer"),
+    [
+        (32, None, False, "Relu"),
+        (3, None, False, "Relu"),
+        (32, (32, 1, 1), True, "Relu"),
+        (16, (1,), False, "Relu"),
+        (32, None, False, "MaxPool"),
+    ],
+)
+def test_a_scale_shift_on_a_blocked_tensor_becomes_one_batch_normalization_within_an_ulp(
+    channels, scale_shape, swapped, producer
+):
+    model = _scale_shift(channels, producer, scale_shape=scale_shape, swapped=swapped)
+    report, rewritten = _rewrite(model)
+    assert _scale_shift_fired(report) == [f"{channels} channels"]
+    ops = [n.op_type for n in rewritten.graph.node]
+    assert "BatchNormalization" in ops
+    assert "Mul" not in ops
+    assert "Add" not in ops
+    feeds = _feeds(model, special=False)
+    for level in (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    ):
+        np.testing.assert_allclose(
+            _run(rewritten, level, feeds), _run(model, level, feeds), rtol=1e-6, atol=1e-5
+        )
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"producer": "Conv"},  # onnxruntime folds the pair into the convolution
+        {"producer": "input"},  # not in the blocked layout: measured no faster
+        {"shared": True},  # the scaled tensor has another reader
+        {"shift_shape": (1, 1, 1, 10)},  # the shift varies along the width
+    ],
+)
+def test_other_scale_shifts_are_left_alone(kwargs):
+    model = _scale_shift(**kwargs)
+    report, rewritten = _rewrite(model)
+    assert not _scale_shift_fired(report)
+    assert "BatchNormalization" not in [n.op_type for n in rewritten.graph.node]
+
+
+def test_a_scale_shift_with_a_non_finite_scale_declines_with_the_reason():
+    model = _scale_shift()
+    scale = next(t for t in model.graph.initializer if t.name == "s")
+    values = numpy_helper.to_array(scale).copy()
+    values.reshape(-1)[3] = np.inf
+    scale.CopyFrom(numpy_helper.from_array(values, "s"))
+    report, _ = _rewrite(model)
+    assert not _scale_shift_fired(report)
+    assert [d.reason for d in report.declined if d.rewrite == "scale-shift-as-batchnorm"] == [
+        "a scale is not finite"
+    ]

@@ -33,6 +33,7 @@ from b2s_onnx.rewrites.matmul_bias_as_sum import MatMulBiasAsSum
 from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.mvn_as_normalization import MvnAsNormalization
+from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
 from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisQuantizeGuard
 from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
@@ -40,6 +41,7 @@ from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
 from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
+from b2s_onnx.rewrites.scale_shift_as_batchnorm import ScaleShiftAsBatchNorm
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
@@ -70,6 +72,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     GeluFusableForm(),
     ResidualScale(),
     SmallConvAs3d(),
+    ScaleShiftAsBatchNorm(),
+    PadChannelsToBlock(),
     ResizeAsMatMul(),
     PerAxisQuantizeGuard(),
 )
