@@ -3,15 +3,38 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable, Mapping
 
 import ml_dtypes
 import numpy as np
 import onnx
-from onnx import TensorProto
+from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, RuntimeException
 
 from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.parity.runtime import run_onnxruntime
+
+
+def float_model(
+    nodes: list[onnx.NodeProto],
+    initializers: Mapping[str, object] | Iterable[tuple[str, object]] = (),
+    shape: list[int] | None = None,
+    opset: int = 18,
+) -> onnx.ModelProto:
+    """A graph of ``nodes`` from one float32 input ``x`` of ``shape`` to one output ``y``
+    of the same rank (the rewrite tests' models), loadable by the pinned onnxruntime."""
+    shape = list(shape or [])
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * len(shape))],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in dict(initializers).items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return model
+
 
 #: What onnxruntime raises when a run fails (a guard, a bad shape).
 ORT_ERRORS = (Fail, InvalidArgument, RuntimeException)

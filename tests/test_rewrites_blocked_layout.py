@@ -13,23 +13,14 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.rewrites import apply_rewrites
+from tests.helpers import float_model
 
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, 1e-40, -1e-40, 3e38, -3e38]
 
 
 def _model(nodes, initializers, shape, opset=18) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * len(shape))],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in initializers.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = MAX_RUNTIME_IR_VERSION
-    return onnx.shape_inference.infer_shapes(model)
+    return onnx.shape_inference.infer_shapes(float_model(nodes, initializers, shape, opset))
 
 
 def _session(model: onnx.ModelProto, level, optimized_path=None) -> ort.InferenceSession:
@@ -69,6 +60,17 @@ def _same_values(a: np.ndarray, b: np.ndarray) -> None:
     assert np.array_equal(a, b, equal_nan=True)
     nonzero = a != 0
     assert a[nonzero].tobytes() == b[nonzero].tobytes()
+
+
+def _close_at_both_levels(rewritten, model, feeds, rtol: float, atol: float = 1e-5) -> None:
+    """Within rounding of the original, with onnxruntime's optimizations off and on."""
+    for level in (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    ):
+        np.testing.assert_allclose(
+            _run(rewritten, level, feeds), _run(model, level, feeds), rtol=rtol, atol=atol
+        )
 
 
 def _blocked_layout_available(tmp_path) -> bool:
@@ -448,13 +450,7 @@ def test_a_narrow_bottleneck_is_padded_to_a_whole_block_within_rounding(middle, 
     assert f"from {narrow} to 16 channels" in _pad_fired(report)[0]
     assert not report.fired[-1].exact
     feeds = _feeds(model, special=False)
-    for level in (
-        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    ):
-        np.testing.assert_allclose(
-            _run(rewritten, level, feeds), _run(model, level, feeds), rtol=1e-5, atol=1e-5
-        )
+    _close_at_both_levels(rewritten, model, feeds, rtol=1e-5)
     shapes = {t.name: tuple(t.dims) for t in rewritten.graph.initializer}
     conv_weights = [shapes[n.input[1]] for n in rewritten.graph.node if n.op_type == "Conv"]
     assert (16, 16, 1, 1) in conv_weights  # the reducing Conv now makes a whole block
@@ -578,13 +574,7 @@ def test_a_scale_shift_on_a_blocked_tensor_becomes_one_batch_normalization_withi
     assert "Mul" not in ops
     assert "Add" not in ops
     feeds = _feeds(model, special=False)
-    for level in (
-        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    ):
-        np.testing.assert_allclose(
-            _run(rewritten, level, feeds), _run(model, level, feeds), rtol=1e-6, atol=1e-5
-        )
+    _close_at_both_levels(rewritten, model, feeds, rtol=1e-6)
 
 
 @pytest.mark.parametrize(

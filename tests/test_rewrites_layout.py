@@ -10,24 +10,15 @@ import math
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
-from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import apply_rewrites
+from tests.helpers import float_model
 
 
 def _model(nodes, initializers, shape, opset=18) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * len(shape))],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in initializers.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = MAX_RUNTIME_IR_VERSION
-    return model
+    return float_model(nodes, initializers, shape, opset)
 
 
 def _rewrite(model: onnx.ModelProto, seed: int = 0):

@@ -189,10 +189,9 @@ class _Walk:
         return node.op_type in _FOLDED
 
     def _data_inputs(self, node: onnx.NodeProto) -> list[str]:
-        if node.op_type == "Conv":
-            return [node.input[0]]
-        if node.op_type == "BatchNormalization" or node.op_type in _UNARY:
-            return [node.input[0]]
+        op = node.op_type
+        if op in ("Conv", "BatchNormalization", "Resize") or op in _UNARY + _SPATIAL_REDUCTIONS:
+            return [node.input[0]]  # the others are parameters
         return [name for name in node.input if name and self.index.constant(name) is None]
 
     def _inner(self, node: onnx.NodeProto, count: int) -> bool:

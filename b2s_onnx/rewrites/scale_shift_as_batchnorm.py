@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._blocked_layout import is_blocked
+from b2s_onnx.rewrites._blocked_layout import channels, is_blocked
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._per_channel import channel_vector
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -58,11 +58,10 @@ class ScaleShiftAsBatchNorm:
         if scaled is None or shifted is None or shifted[0] != node.output[0]:
             return None
         data, scale = scaled
-        info = index.info(data)
-        if info.elem_type != onnx.TensorProto.FLOAT or info.shape is None or len(info.shape) != 4:
+        count = channels(index, data)
+        if not isinstance(count, int):
             return None
-        count = info.shape[1]
-        if not isinstance(count, int) or index.info(add.output[0]).shape != info.shape:
+        if index.info(add.output[0]).shape != index.info(data).shape:
             return None  # the constants would broadcast x to a larger shape
         scale_vector = channel_vector(scale, count)
         shift_vector = channel_vector(shifted[1], count)
