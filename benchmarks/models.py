@@ -33,6 +33,7 @@ import onnxruntime as ort
 
 import b2s_onnx
 from benchmarks._machine import interleaved_medians, isa_flags
+from models.transformer import encoder
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "ir-corpus"
 
@@ -162,6 +163,8 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
         coordinate_transformation_mode="half_pixel",
     )
     models["bicubic-skip"] = (ov.Model([ops.add(body, upsampled)], [data]), [1, 3, 180, 320])
+    data = ops.parameter([1, 128, 256], np.float32, name="data")
+    models["transformer-encoder"] = (ov.Model([encoder(ops, data, rng)], [data]), [1, 128, 256])
 
     found = {}
     for name, (model, shape) in models.items():

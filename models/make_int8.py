@@ -6,19 +6,23 @@ image-like inputs), each saved beside its float original:
     models/int8/<name>/int8.xml|bin    NNCF's output: FakeQuantize on activations,
                                        i8 weight constants -> Convert -> Multiply
 
-    pip install nncf && python models/make_int8.py
+    pip install nncf && python -m models.make_int8            # every network
+    pip install nncf && python -m models.make_int8 encoder    # only the named ones
 
 Tests and benchmarks read the committed files; only regenerating needs nncf.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import openvino as ov
 import openvino.opset13 as ops
+
+from models.transformer import encoder as _encoder
 
 FOLDER = Path(__file__).resolve().parent / "int8"
 RNG = np.random.default_rng(2024)
@@ -100,6 +104,12 @@ def ssd_head(x):
     return [boxes, scores]
 
 
+def encoder(x):
+    """Two BERT-style layers (width 64, 2 heads): MatMuls with transposed weights. Its own
+    generator, so regenerating it alone gives the same network."""
+    return _encoder(ops, x, np.random.default_rng(2025), layers=2, heads=2)
+
+
 NETWORKS: dict[str, Callable] = {
     "conv_stack": conv_stack,
     "depthwise_separable": depthwise_separable,
@@ -108,26 +118,45 @@ NETWORKS: dict[str, Callable] = {
     "pooling": pooling,
     "classifier": classifier,
     "ssd_head": ssd_head,
+    "encoder": encoder,
 }
 SHAPE = [1, 3, 128, 128]
+#: Networks whose input is not an image: [1, sequence length, width].
+SHAPES = {"encoder": [1, 32, 64]}
+#: Networks NNCF quantizes with its transformer scheme (SmoothQuant, no FakeQuantize
+#: after Softmax), as users quantize BERT-like models.
+TRANSFORMERS = {"encoder"}
 
 
-def main() -> None:
+def main(names: list[str]) -> None:
     import nncf
 
-    calibration = [RNG.integers(0, 256, SHAPE).astype(np.float32) / 64.0 for _ in range(16)]
+    unknown = sorted(set(names) - set(NETWORKS))
+    if unknown:
+        raise SystemExit(f"unknown networks {unknown}; known: {sorted(NETWORKS)}")
+    images = [RNG.integers(0, 256, SHAPE).astype(np.float32) / 64.0 for _ in range(16)]
     for name, build in NETWORKS.items():
-        data = ops.parameter(SHAPE, np.float32, name="image")
+        if names and name not in names:
+            continue
+        shape = SHAPES.get(name, SHAPE)
+        calibration = images
+        if name in SHAPES:
+            rng = np.random.default_rng(len(name))
+            calibration = [rng.integers(0, 256, shape).astype(np.float32) / 64.0 for _ in images]
+        data = ops.parameter(shape, np.float32, name="image")
         outputs = build(data)
         outputs = outputs if isinstance(outputs, list) else [outputs]
         model = ov.Model(outputs, [data], name)
         folder = FOLDER / name
         folder.mkdir(parents=True, exist_ok=True)
         ov.save_model(model, folder / "float.xml", compress_to_fp16=False)
-        quantized = nncf.quantize(model, nncf.Dataset(calibration), subset_size=len(calibration))
+        extra = {"model_type": nncf.ModelType.TRANSFORMER} if name in TRANSFORMERS else {}
+        quantized = nncf.quantize(
+            model, nncf.Dataset(calibration), subset_size=len(calibration), **extra
+        )
         ov.save_model(quantized, folder / "int8.xml", compress_to_fp16=False)
         print(f"{name}: {folder}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

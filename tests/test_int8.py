@@ -190,6 +190,8 @@ def test_int8_float_keeps_the_arithmetic_form(tmp_path):
 #: float has no exact integer form: a Conv on a Concat of differently scaled tensors
 #: (concat_branches), a depthwise Conv whose input NNCF quantized per channel
 #: (depthwise_separable; onnxruntime's integer convolutions take one input scale).
+#: encoder: its twelve weight MatMuls (transposed weights) and both attention score
+#: MatMuls; the Softmax x V products stay float, as NNCF leaves them unquantized.
 EXPECTED_INTEGER = {
     "conv_stack": 3,
     "depthwise_separable": 2,
@@ -198,12 +200,17 @@ EXPECTED_INTEGER = {
     "pooling": 3,
     "classifier": 4,
     "ssd_head": 4,
+    "encoder": 14,
 }
 
 
-def _image(seed: int) -> dict[str, np.ndarray]:
+def _image(seed: int, shape=(1, 3, 128, 128)) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"image": (rng.integers(0, 256, [1, 3, 128, 128]) / 64.0).astype(np.float32)}
+    return {"image": (rng.integers(0, 256, shape) / 64.0).astype(np.float32)}
+
+
+def _input_shape(model: onnx.ModelProto) -> list[int]:
+    return [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_INTEGER))
@@ -224,7 +231,7 @@ def test_nncf_networks_agree_with_openvino_int8_as_its_float_simulation_does(nam
     converted = b2s_onnx.convert_ir(xml)
     names = [o.name for o in converted.graph.output]
     for seed in range(2):
-        feeds = _image(seed)
+        feeds = _image(seed, _input_shape(converted))
         ours = run_onnxruntime(converted, feeds)
         int8 = _openvino(xml, feeds)
         simulated = _openvino(xml, feeds, LP_TRANSFORMS_MODE=False)
@@ -233,6 +240,41 @@ def test_nncf_networks_agree_with_openvino_int8_as_its_float_simulation_does(nam
             ours_error = float(np.abs(ours[name_out] - theirs).max())
             sim_error = float(np.abs(sim - theirs).max())
             assert ours_error <= max(2 * sim_error, 0.02 * scale), (name_out, ours_error, sim_error)
+
+
+def test_matmul_on_transposed_compressed_weights_keeps_them_integer(tmp_path):
+    """MatMul(transpose_b) on ``i8 -> Convert -> Multiply`` weights (how NNCF writes a
+    transformer's linear layers): the converter transposes the constant, and the integers
+    must follow it, per output column, or onnxruntime runs a float Gemm (or quantizes the
+    float weights again itself, per tensor)."""
+    rng = np.random.default_rng(3)
+    const = lambda v: ops.constant(np.asarray(v, np.float32))  # noqa: E731
+    data = ops.parameter([1, 8, 16], np.float32, name="data")
+    x = ops.fake_quantize(data, const(-2.56), const(2.54), const(-2.56), const(2.54), 256)
+    q = ops.constant(rng.integers(-127, 128, [24, 16]).astype(np.int8))
+    scales = np.linspace(0.005, 0.02, 24, dtype=np.float32).reshape(24, 1)
+    weights = ops.multiply(ops.convert(q, "f32"), ops.constant(scales))
+    y = ops.matmul(x, weights, False, True)
+    xml = tmp_path / "matmul_t.xml"
+    ov.save_model(ov.Model([y], [data]), xml, compress_to_fp16=False)
+    converted = b2s_onnx.convert_ir(xml)
+    onnx.checker.check_model(converted, full_check=True)
+    producers = {out: n for n in converted.graph.node for out in n.output}
+    matmul = next(n for n in converted.graph.node if n.op_type == "MatMul")
+    dequantize = producers[matmul.input[1]]
+    assert dequantize.op_type == "DequantizeLinear"
+    inits = {t.name: numpy_helper.to_array(t) for t in converted.graph.initializer}
+    assert inits[dequantize.input[0]].dtype == np.int8
+    assert inits[dequantize.input[0]].shape == (16, 24)
+    assert inits[dequantize.input[1]].shape == (24,)
+    assert next(a.i for a in dequantize.attribute if a.name == "axis") == 1
+    counts = optimized_op_counts(converted)
+    assert counts["MatMulIntegerToFloat"] == 1
+    assert not counts["MatMul"]
+    feeds = {"data": rng.uniform(-2.5, 2.5, [1, 8, 16]).astype(np.float32)}
+    (ours,) = run_onnxruntime(converted, feeds).values()
+    (simulated,) = _openvino(xml, feeds, LP_TRANSFORMS_MODE=False)
+    np.testing.assert_allclose(ours, simulated, rtol=1e-5, atol=1e-5)
 
 
 def _corpus_int8_xml() -> Path:

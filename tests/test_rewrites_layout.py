@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import helper
 
@@ -567,4 +568,78 @@ def test_other_mvn_spellings_are_kept(kwargs):
     before, after, report, rewritten = _rewrite(_spelled_mvn((1, 4, 5, 6), **kwargs))
     assert "mvn-as-normalization" not in _fired(report)
     assert "ReduceMean" in _ops(rewritten)
+    assert before.tobytes() == after.tobytes()
+
+
+# -- residual-add-as-sum ---------------------------------------------------------------------
+
+
+def _optimized_ops(model: onnx.ModelProto, tmp_path) -> list[str]:
+    """The op types of onnxruntime's fully optimized graph of ``model``."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return _ops(onnx.load(str(tmp_path / "optimized.onnx")))
+
+
+def _unoptimized_run(model: onnx.ModelProto, feeds) -> np.ndarray:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, feeds)[0]
+
+
+def _residual_layer_norm(shape=(2, 6, 16), bias=False, reader="LayerNormalization", extra=False):
+    """``LayerNorm(x + Relu(x))``: a transformer's residual connection in miniature."""
+    width = shape[-1]
+    constants = {
+        "gamma": np.linspace(0.5, 2, width, dtype=np.float32),
+        "beta": np.full(width, 0.25, np.float32),
+        "bias": np.linspace(-1, 1, width, dtype=np.float32),
+    }
+    nodes = [
+        helper.make_node("Relu", ["x"], ["branch"]),
+        helper.make_node("Add", ["x", "bias" if bias else "branch"], ["sum"], name="residual"),
+    ]
+    if reader == "LayerNormalization":
+        nodes.append(
+            helper.make_node("LayerNormalization", ["sum", "gamma", "beta"], ["normed"], axis=-1)
+        )
+    else:
+        nodes.append(helper.make_node(reader, ["sum"], ["normed"]))
+    if extra:
+        nodes.append(helper.make_node("Add", ["normed", "sum"], ["y"]))
+    else:
+        nodes[-1].output[0] = "y"
+    return _model(nodes, constants, list(shape))
+
+
+@pytest.mark.parametrize("shape", [(2, 6, 16), (1, 128, 256)])
+def test_residual_add_before_layer_norm_becomes_a_sum_onnxruntime_does_not_fuse(shape, tmp_path):
+    model = _residual_layer_norm(shape)
+    assert "SkipLayerNormalization" in _optimized_ops(model, tmp_path)
+    before, after, report, rewritten = _rewrite(model)
+    assert _fired(report) == ["residual-add-as-sum"]
+    assert _ops(rewritten) == ["Relu", "Sum", "LayerNormalization"]
+    optimized = _optimized_ops(rewritten, tmp_path)
+    assert "SkipLayerNormalization" not in optimized
+    assert "LayerNormalization" in optimized
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+    # As graphs the two are the same additions: same bits with onnxruntime's fusions off.
+    feeds = {"x": np.random.default_rng(1).standard_normal(shape).astype(np.float32)}
+    assert np.array_equal(_unoptimized_run(model, feeds), _unoptimized_run(rewritten, feeds))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"bias": True}, {"reader": "Relu"}, {"extra": True}],
+    ids=["constant-operand", "no-layer-norm", "sum-read-again"],
+)
+def test_an_add_onnxruntime_would_not_fuse_into_a_skip_layer_norm_stays_an_add(kwargs):
+    before, after, report, rewritten = _rewrite(_residual_layer_norm(**kwargs))
+    assert "residual-add-as-sum" not in _fired(report)
+    assert "Sum" not in _ops(rewritten)
     assert before.tobytes() == after.tobytes()

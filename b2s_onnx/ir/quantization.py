@@ -113,6 +113,35 @@ def note_layer(ctx, layer, inputs: list[str]) -> None:
             return
 
 
+def note_transposed(ctx, source: str, target: str, perm: list[int]) -> None:
+    """``target`` is the constant ``source`` transposed by ``perm`` (MatMul's
+    ``transpose_b`` on weights): it inherits ``source``'s integer provenance, transposed,
+    so its MatMul still gets integer weights. Transposing moves values without changing
+    them, so the provenance stays exact."""
+    table: DequantizedConstants = ctx.dequantized
+    value = ctx.value(source)
+    found = table.by_name.get(source) or (None if value is None else table.lookup(value))
+    if found is None or value is None or found.q.size != value.size:
+        return
+
+    def moved(array: np.ndarray) -> np.ndarray:
+        array = np.asarray(array)
+        if found.q.shape != value.shape:
+            # Reshaped on the way (a converter's reshape): the parameters in full.
+            array = np.broadcast_to(array, found.q.shape).reshape(value.shape)
+        elif array.ndim < value.ndim:
+            array = array.reshape((1,) * (value.ndim - array.ndim) + array.shape)
+        return np.transpose(array, perm)
+
+    transposed = Dequantized(
+        np.ascontiguousarray(moved(found.q)),
+        moved(found.zero_point),
+        moved(found.scale),
+        found.exact,
+    )
+    table.record(target, transposed, ctx.value(target))
+
+
 def _note_quantized_weights(ctx, layer, inputs: list[str], value: np.ndarray) -> None:
     """Float weights through a FakeQuantize with constant ranges (older POT IRs): the
     integers it snaps them to, when zero is one of its levels on every channel."""

@@ -39,6 +39,7 @@ from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
+from b2s_onnx.rewrites.residual_add_as_sum import ResidualAddAsSum
 from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
 from b2s_onnx.rewrites.scale_shift_as_batchnorm import ScaleShiftAsBatchNorm
@@ -67,6 +68,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     MishAsExponentials(),
     LrnAsConv(),
     MvnAsNormalization(),
+    ResidualAddAsSum(),
     PoolFloorMode(),
     AveragePoolInFloat(),
     GeluFusableForm(),

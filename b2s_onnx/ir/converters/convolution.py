@@ -12,6 +12,7 @@ from b2s_onnx.ir.converters._constants import INT64_MAX, int64s
 from b2s_onnx.ir.converters.kernel_types import INTEGERS, cast, has_kernel, wider_type
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, ElementType, Int, Ints
+from b2s_onnx.ir.quantization import note_transposed
 from b2s_onnx.ir.reader import Layer
 
 _AUTO_PAD = {"same_upper": "SAME_UPPER", "same_lower": "SAME_LOWER", "valid": "VALID"}
@@ -403,10 +404,11 @@ def matmul(ctx, layer, inputs):
         if layer.attrs[key] and rank >= 2:
             perm = [*range(rank - 2), rank - 1, rank - 2]
             value = ctx.value(tensor)
-            tensor = (
-                ctx.const("transposed", np.transpose(value, perm))
-                if value is not None
-                else ctx.one("Transpose", [tensor], perm=perm)
-            )
+            if value is None:
+                tensor = ctx.one("Transpose", [tensor], perm=perm)
+            else:
+                transposed = ctx.const("transposed", np.transpose(value, perm))
+                note_transposed(ctx, tensor, transposed, perm)
+                tensor = transposed
         operands.append(tensor)
     ctx.one("MatMul", operands, ctx.out(layer))
