@@ -242,11 +242,12 @@ def test_nncf_networks_agree_with_openvino_int8_as_its_float_simulation_does(nam
             assert ours_error <= max(2 * sim_error, 0.02 * scale), (name_out, ours_error, sim_error)
 
 
-def test_matmul_on_transposed_compressed_weights_keeps_them_integer(tmp_path):
+@pytest.mark.parametrize("how", ["transpose_b", "transpose_layer"])
+def test_matmul_on_transposed_compressed_weights_keeps_them_integer(tmp_path, how):
     """MatMul(transpose_b) on ``i8 -> Convert -> Multiply`` weights (how NNCF writes a
     transformer's linear layers): the converter transposes the constant, and the integers
     must follow it, per output column, or onnxruntime runs a float Gemm (or quantizes the
-    float weights again itself, per tensor)."""
+    float weights again itself, per tensor). Likewise through a Transpose layer."""
     rng = np.random.default_rng(3)
     const = lambda v: ops.constant(np.asarray(v, np.float32))  # noqa: E731
     data = ops.parameter([1, 8, 16], np.float32, name="data")
@@ -254,7 +255,10 @@ def test_matmul_on_transposed_compressed_weights_keeps_them_integer(tmp_path):
     q = ops.constant(rng.integers(-127, 128, [24, 16]).astype(np.int8))
     scales = np.linspace(0.005, 0.02, 24, dtype=np.float32).reshape(24, 1)
     weights = ops.multiply(ops.convert(q, "f32"), ops.constant(scales))
-    y = ops.matmul(x, weights, False, True)
+    if how == "transpose_b":
+        y = ops.matmul(x, weights, False, True)
+    else:
+        y = ops.matmul(x, ops.transpose(weights, ops.constant(np.asarray([1, 0]))), False, False)
     xml = tmp_path / "matmul_t.xml"
     ov.save_model(ov.Model([y], [data]), xml, compress_to_fp16=False)
     converted = b2s_onnx.convert_ir(xml)

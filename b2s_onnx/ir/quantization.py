@@ -80,6 +80,11 @@ def note_layer(ctx, layer, inputs: list[str]) -> None:
     if kind == "FakeQuantize":
         _note_quantized_weights(ctx, layer, inputs, value)
         return
+    if kind == "Transpose" and len(inputs) == 2:
+        perm = ctx.value(inputs[1])
+        if perm is not None and perm.size == value.ndim:
+            note_transposed(ctx, inputs[0], output, [int(p) for p in perm.reshape(-1)])
+        return
     if kind == "Convert":
         source = ctx.value(inputs[0])
         if source is not None and source.dtype in INT_TYPES:
@@ -115,9 +120,9 @@ def note_layer(ctx, layer, inputs: list[str]) -> None:
 
 def note_transposed(ctx, source: str, target: str, perm: list[int]) -> None:
     """``target`` is the constant ``source`` transposed by ``perm`` (MatMul's
-    ``transpose_b`` on weights): it inherits ``source``'s integer provenance, transposed,
-    so its MatMul still gets integer weights. Transposing moves values without changing
-    them, so the provenance stays exact."""
+    ``transpose_b`` on weights, a Transpose layer on them): it inherits ``source``'s
+    integer provenance, transposed, so its MatMul still gets integer weights. Transposing
+    moves values without changing them, so the provenance stays exact."""
     table: DequantizedConstants = ctx.dequantized
     value = ctx.value(source)
     found = table.by_name.get(source) or (None if value is None else table.lookup(value))
