@@ -4,6 +4,8 @@ the literal lowering, with a reason, everywhere else."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -372,3 +374,25 @@ def test_a_run_time_relation_no_sample_reveals_is_caught_by_the_guard():
     run_onnxruntime(fused.model, small)
     with pytest.raises(ORT_ERRORS, match="pad and crop as one dilated convolution"):
         run_onnxruntime(fused.model, {"x": np.zeros([1, 3, 501, 12], np.float32)})
+
+
+def _malformed_example(damage: str) -> onnx.ModelProto:
+    """models/dilated_block.onnx with one defect found by the mutation fuzz."""
+    model = onnx.load(str(Path(__file__).resolve().parents[1] / "models" / "dilated_block.onnx"))
+    if damage == "conv-without-weights":
+        conv = next(n for n in model.graph.node if n.op_type == "Conv")
+        del conv.input[1:]
+    elif damage == "empty-block-shape":
+        block = next(t for t in model.graph.initializer if t.name == "block")
+        block.CopyFrom(numpy_helper.from_array(np.zeros([0], np.int64), "block"))
+    else:
+        del model.graph.input[0].type.tensor_type.shape.dim[-1]
+    return model
+
+
+@pytest.mark.parametrize("damage", ["conv-without-weights", "empty-block-shape", "input-of-rank-3"])
+def test_malformed_atrous_patterns_are_refused_not_crashed_on(damage):
+    """The rewrite leaves a malformed pattern to the lowering, which refuses it by rule
+    (these raised IndexError/ValueError inside the rewrite)."""
+    with pytest.raises(b2s_onnx.B2SError):
+        b2s_onnx.lower(_malformed_example(damage))

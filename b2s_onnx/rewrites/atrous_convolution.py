@@ -198,6 +198,8 @@ class AtrousConvolution:
             return None
         if len(node.input) != 4 or len(space_to_batch.input) != 4:
             return None  # malformed: the lowering refuses it with the op's own message
+        if conv.op_type == "Conv" and len(conv.input) < 2:
+            return None  # a Conv without weights: onnx's checker names it
         chain = [space_to_batch, *reversed(before), conv, *reversed(after)]
         for produced in chain:
             if index.only_consumer(produced.output[0]) is None:
@@ -206,6 +208,9 @@ class AtrousConvolution:
         blocks = _ints(index, space_to_batch.input[1])
         if blocks is None or _ints(index, node.input[1]) != blocks:
             return decline("the block shapes are computed at run time or differ")
+        source = index.info(space_to_batch.input[0]).shape
+        if not blocks or (source is not None and len(source) != len(blocks)):
+            return None  # malformed block shape: the lowering refuses it by rule
         found = _pads_and_crops(index, space_to_batch, node, max(blocks))
         if isinstance(found, str):
             return decline(found)
