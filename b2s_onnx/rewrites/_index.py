@@ -162,6 +162,19 @@ class GraphIndex:
         """Reserves ``nodes`` for one rewrite in this pass (check :meth:`is_free` first)."""
         self._claimed.update(id(node) for node in nodes)
 
+    def retype(self, node: onnx.NodeProto, op_type: str) -> bool:
+        """Replaces a free ``node`` by a copy of it as ``op_type`` (same inputs, outputs,
+        name and attributes): Add as Sum, which onnxruntime's fusions do not match.
+        False, and nothing changed, when another rewrite claimed the node this pass."""
+        if not self.is_free([node]):
+            return False
+        self.claim([node])
+        copy = onnx.NodeProto()
+        copy.CopyFrom(node)
+        copy.op_type = op_type
+        self.replace([node], [copy])
+        return True
+
     def replace(self, matched: list[onnx.NodeProto], replacements: list[onnx.NodeProto]) -> None:
         """Schedules ``matched`` (claimed nodes) to give way to ``replacements``, which go
         where the last of them stood; :meth:`commit` carries out a pass's replacements."""

@@ -44,13 +44,8 @@ class MatMulBiasAsSum:
                 return None
             if index.only_consumer(product) is not node:
                 return Declined(self.name, node.name, "the product has other readers")
-            if not index.is_free([node]):
+            if not index.retype(node, "Sum"):
                 return None
-            index.claim([node])
-            total = onnx.NodeProto()
-            total.CopyFrom(node)
-            total.op_type = "Sum"
-            index.replace([node], [total])
             return Fired(self.name, node.name, f"'{matmul.name}' stays an integer MatMul")
         return None
 

@@ -46,11 +46,6 @@ class ResidualAddAsSum:
             return None
         if index.info(node.output[0]).elem_type not in SUMMABLE:
             return Declined(self.name, node.name, "onnxruntime has no Sum for this type")
-        if not index.is_free([node]):
+        if not index.retype(node, "Sum"):
             return None
-        index.claim([node])
-        total = onnx.NodeProto()
-        total.CopyFrom(node)
-        total.op_type = "Sum"
-        index.replace([node], [total])
         return Fired(self.name, node.name, "not fused into SkipLayerNormalization")
