@@ -44,8 +44,10 @@ class ResidualAddAsSum:
             return None
         if any(index.constant(name) is not None for name in node.input):
             return None
-        if index.info(node.output[0]).elem_type not in SUMMABLE:
-            return Declined(self.name, node.name, "onnxruntime has no Sum for this type")
+        elem_type = index.info(node.output[0]).elem_type
+        if elem_type not in SUMMABLE:
+            reason = "the element type is unknown" if not elem_type else "no CPU Sum kernel"
+            return Declined(self.name, node.name, f"{reason}: the Add stays")
         if not index.retype(node, "Sum"):
             return None
         return Fired(self.name, node.name, "not fused into SkipLayerNormalization")
