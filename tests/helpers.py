@@ -57,6 +57,18 @@ DTYPES = {
 }
 
 
+def spelled_prelu_nodes(data: str, output: str, name: str) -> list[onnx.NodeProto]:
+    """TensorFlow's spelled-out PReLU, ``Relu(data) + c * Relu(-data)``, with the negated
+    slopes in the constant ``c`` (the prelu-spelled-out tests' pattern)."""
+    return [
+        helper.make_node("Relu", [data], ["pos"]),
+        helper.make_node("Neg", [data], [f"neg{data}"]),
+        helper.make_node("Relu", [f"neg{data}"], ["neg"]),
+        helper.make_node("Mul", ["c", "neg"], ["scaled"]),
+        helper.make_node("Add", ["pos", "scaled"], [output], name=name),
+    ]
+
+
 def distinct_values(shape, elem_type: int, seed: int = 0) -> np.ndarray:
     """Values whose bits differ from element to element where the dtype allows, so any
     misplaced element shows; floats include NaN payloads and -0.0."""

@@ -10,7 +10,7 @@ from onnx import helper
 
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import apply_rewrites
-from tests.helpers import float_model
+from tests.helpers import float_model, spelled_prelu_nodes
 
 SHAPE = [2, 3, 5, 4]
 
@@ -96,13 +96,7 @@ def test_prelu_with_a_computed_slope_is_declined_with_the_reason():
 
 
 def _spelled(scale: np.ndarray, extra_reader: bool = False):
-    nodes = [
-        helper.make_node("Relu", ["x"], ["pos"]),
-        helper.make_node("Neg", ["x"], ["negx"]),
-        helper.make_node("Relu", ["negx"], ["neg"]),
-        helper.make_node("Mul", ["c", "neg"], ["scaled"]),
-        helper.make_node("Add", ["pos", "scaled"], ["sum"], name="a"),
-    ]
+    nodes = spelled_prelu_nodes("x", "sum", "a")
     if extra_reader:
         nodes.append(helper.make_node("Add", ["sum", "neg"], ["y"]))
     else:

@@ -14,7 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.rewrites import apply_rewrites
-from tests.helpers import float_model
+from tests.helpers import float_model, spelled_prelu_nodes
 
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, 1e-40, -1e-40, 3e38, -3e38]
 
@@ -107,13 +107,7 @@ def _prelu_after(producer: str, channels: int, spelled: bool) -> onnx.ModelProto
     slope = _slopes(channels).reshape(1, channels, 1, 1)
     if spelled:
         constants["c"] = -slope
-        nodes = [
-            helper.make_node("Relu", ["h"], ["pos"]),
-            helper.make_node("Neg", ["h"], ["negh"]),
-            helper.make_node("Relu", ["negh"], ["neg"]),
-            helper.make_node("Mul", ["c", "neg"], ["scaled"]),
-            helper.make_node("Add", ["pos", "scaled"], ["y"], name="prelu"),
-        ]
+        nodes = spelled_prelu_nodes("h", "y", "prelu")
     else:
         constants["s"] = slope.reshape(channels, 1, 1)
         nodes = [helper.make_node("PRelu", ["h", "s"], ["y"], name="prelu")]
