@@ -204,3 +204,28 @@ def test_avg_pool_16_matches_openvino(tmp_path, shape, dilations, rounding, excl
     (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=19), feeds).values()
     compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
     np.testing.assert_allclose(ours, compiled(feeds)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_max_pool_8_without_index_readers_keeps_the_blocked_layout_after_it(tmp_path):
+    """DenseNet's stem: MaxPool-8 (indices unread) -> Concat -> BatchNorm as Multiply and Add
+    -> ReLU -> Conv. The pool becomes one MaxPool writing the layer's output (no Identity
+    the layout rules would have to see through), so the scale-shift becomes the blocked
+    BatchNormalization; the outputs stay OpenVINO's."""
+    rng = np.random.default_rng(0)
+
+    def const(*shape):
+        return o1.constant(rng.uniform(0.5, 1.5, shape).astype(np.float32))
+
+    def build(x):
+        stem = o1.relu(o1.convolution(x, const(32, 3, 3, 3), [2, 2], [1, 1], [1, 1], [1, 1]))
+        pooled = o8.max_pool(stem, [2, 2], [1, 1], [1, 1], [1, 1], [3, 3]).output(0)
+        branch = o1.convolution(pooled, const(16, 32, 1, 1), [1, 1], [0, 0], [0, 0], [1, 1])
+        joined = o1.concat([pooled, branch], 1)
+        shifted = o1.add(o1.multiply(joined, const(1, 48, 1, 1)), const(1, 48, 1, 1))
+        return o1.convolution(o1.relu(shifted), const(16, 48, 1, 1), [1, 1], [0, 0], [0, 0], [1, 1])
+
+    pairs, converted = run_both(tmp_path, build, [[1, 3, 32, 32]])
+    assert_close(pairs, atol=1e-4, rtol=1e-5)
+    ops = [n.op_type for n in converted.graph.node]
+    assert "Identity" not in ops
+    assert ops.count("BatchNormalization") == 1, ops

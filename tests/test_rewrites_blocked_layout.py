@@ -277,7 +277,7 @@ def test_channel_padding_off_the_block_size_is_declined_with_the_reason():
 
 
 def _layout_graph():
-    """Conv -> Relu -> MaxPool, Concat with a second Conv, a nearest and a linear 2x Resize
+    """Conv -> Relu -> MaxPool -> Identity, Concat with a second Conv, a nearest and a linear 2x Resize
     by scales, the linear one by sizes too, a per-channel Mul and Add by constants, a Conv
     on 24 input channels, and an Erf (no blocked kernel)."""
     rng = np.random.default_rng(0)
@@ -293,7 +293,8 @@ def _layout_graph():
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["c1"], ["r1"]),
-        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("MaxPool", ["r1"], ["p0"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Identity", ["p0"], ["p1"]),
         helper.make_node("Conv", ["p1", "w2"], ["c2"]),
         helper.make_node("Concat", ["p1", "c2"], ["cat"], axis=1),
         helper.make_node(
@@ -325,7 +326,8 @@ def _layout_graph():
 LAYOUT = {
     "c1": True,  # a Conv reading 3 channels: NCHW input, blocked output
     "r1": True,
-    "p1": True,
+    "p0": True,
+    "p1": True,  # onnxruntime removes the Identity
     "cat": True,  # channel Concat of two blocked, aligned tensors
     "near": True,  # nearest, asymmetric, floor, whole scales
     "lin": True,  # linear, half_pixel, whole scales

@@ -6,10 +6,11 @@ through the ops that have blocked kernels: pools, Add/Sum of two blocked tensors
 into the producing convolution as an accumulation), Relu/Sigmoid/Tanh (folded into the
 convolution when it is the only reader), BatchNormalization and Mul by a per-channel
 constant (run as depthwise 1x1 convolutions), channel Concat of aligned inputs, and
-nearest or linear upsampling by whole factors given as scales (onnxruntime 1.31's rules,
-each checked in its optimized graph by the tests). Any other reader gets the tensor back
-through a reorder pass, so a rewrite that wants an element-wise op to stay cheap must know
-whether its input is blocked; this module answers that by walking producers with those
+nearest or linear upsampling by whole factors given as scales; an Identity, which its
+first optimization level removes, changes nothing (onnxruntime 1.31's rules, each checked
+in its optimized graph by the tests). Any other reader gets the tensor back through a
+reorder pass, so a rewrite that wants an element-wise op to stay cheap must know whether
+its input is blocked; this module answers that by walking producers with those
 rules. The answer only steers speed: a wrong one never changes an output.
 
 The block is 16 channels with AVX-512 and 8 with AVX2; asking for multiples of 16 holds
@@ -28,6 +29,7 @@ BLOCK = 16
 
 #: Ops whose output is blocked when their (first) input is.
 _PASS_THROUGH = (
+    "Identity",  # removed by onnxruntime's first optimization level
     "Relu",
     "Sigmoid",
     "Tanh",

@@ -174,10 +174,13 @@ def _max_pool_with_indices(ctx: ConversionContext, layer: Layer, data: str) -> N
         attrs["dilations"] = dilations
     if len(layer.outputs) < 2 or not ctx.is_read(layer, 1):
         # No reader of the indices: the plain MaxPool, which later rewrites can match.
+        if not any(extra):
+            ctx.one("MaxPool", [data], ctx.out(layer, 0), **attrs)
+            return
         values = ctx.one("MaxPool", [data], **attrs)
-        if any(extra):
-            values = _append_windows(ctx, values, extra, _lowest(ctx, data))
-        ctx.one("Identity", [values], ctx.out(layer, 0))
+        ctx.one(
+            "Identity", [_append_windows(ctx, values, extra, _lowest(ctx, data))], ctx.out(layer, 0)
+        )
         return
     values, indices = ctx.node("MaxPool", [data], [ctx.tmp("values"), ctx.tmp("indices")], **attrs)
     plane = ctx.reduce("ReduceProd", ctx.one("Shape", [data], start=2), [0], True)
