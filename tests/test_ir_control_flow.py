@@ -130,10 +130,12 @@ def test_if_runs_the_chosen_branch_with_data_movement_inside(tmp_path, condition
     assert not any(n.domain for n in model.graph.node)
 
 
-def test_tensor_iterator_around_an_lstm_cell(tmp_path):
+@pytest.mark.parametrize("hidden", [3, 128])
+def test_tensor_iterator_around_an_lstm_cell(tmp_path, hidden):
     """What OpenVINO's converters write for a Keras/TensorFlow LSTM: a TensorIterator over
-    time whose body is an LSTMCell, with the hidden and cell states on back edges."""
-    hidden = 3
+    time whose body is an LSTMCell, with the hidden and cell states on back edges. With
+    128 units the recurrence weights (256 KiB) are large enough to join the model late,
+    which bodies once lost (an invalid model)."""
     rng = np.random.default_rng(4)
 
     def init(shape):

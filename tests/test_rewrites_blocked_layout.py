@@ -277,9 +277,9 @@ def test_channel_padding_off_the_block_size_is_declined_with_the_reason():
 
 
 def _layout_graph():
-    """Conv -> Relu -> MaxPool -> Identity, Concat with a second Conv, a nearest and a linear 2x Resize
-    by scales, the linear one by sizes too, a per-channel Mul and Add by constants, a Conv
-    on 24 input channels, and an Erf (no blocked kernel)."""
+    """Conv -> Relu -> MaxPool -> Identity, Concat with a second Conv, a nearest and a
+    linear 2x Resize by scales, the linear one by sizes too, a per-channel Mul and Add by
+    constants, a Conv on 24 input channels, and an Erf (no blocked kernel)."""
     rng = np.random.default_rng(0)
     constants = {
         "w1": rng.standard_normal([16, 3, 3, 3]).astype(np.float32),

@@ -112,6 +112,21 @@ def port_map(layer: Layer, tag: str = "port_map", body: str = "body") -> PortMap
     return PortMap(links["input"], links["output"], back_edges)
 
 
+#: ConversionContext attributes a body shares with the network that holds it.
+SHARED_STATE = (
+    "names",
+    "constants",
+    "types",
+    "shapes",
+    "initializers",
+    "late_initializers",
+    "weights",
+    "dequantized",
+    "notes",
+    "int8",
+)
+
+
 class Body:
     """One body being converted: bind its Parameters, convert, then build the subgraph."""
 
@@ -119,7 +134,10 @@ class Body:
         self.layer = layer
         self.network = layer.bodies[tag]
         self.ctx = ConversionContext(self.network, ctx.opset)
-        for shared in ("names", "constants", "types", "shapes", "initializers", "weights"):
+        # Everything a converter records about tensors is the model's, not the body's: a
+        # body's weights join the model's initializers (large ones late, as at top level),
+        # and its INT8 provenance, notes and --int8 choice are the model's too.
+        for shared in SHARED_STATE:
             setattr(self.ctx, shared, getattr(ctx, shared))
         self.ctx.begin(layer)
         self.order = topological_order(self.network)
