@@ -67,9 +67,11 @@ def convert_ir(
     ``bin_path`` defaults to the ``.bin`` beside the ``.xml``. Unsupported layers are an
     error listing them all, unless ``keep_unsupported`` writes them as custom-domain nodes.
     ``fuse=False`` turns off the graph rewrites that choose onnxruntime's fastest forms
-    (listed in :mod:`b2s_onnx.rewrites`). ``int8`` writes quantized layers (FakeQuantize,
-    compressed integer weights) as QuantizeLinear/DequantizeLinear for onnxruntime's
-    integer kernels ("qdq", where that is exact) or as float arithmetic ("float").
+    (listed in :mod:`b2s_onnx.rewrites`) and converts a TensorIterator running one recurrent
+    cell over time as a Loop instead of one LSTM/GRU/RNN. ``int8`` writes quantized layers
+    (FakeQuantize, compressed integer weights) as QuantizeLinear/DequantizeLinear for
+    onnxruntime's integer kernels ("qdq", where that is exact) or as float arithmetic
+    ("float").
     """
     from b2s_onnx.ir.convert import convert_ir_model
 

@@ -1,8 +1,10 @@
 """Converted models in onnxruntime against OpenVINO running the IR: are users paying for
 converting? Also the profiler view that shows the next slow pattern.
 
-For every model (the shared IR corpus, plus generated models covering the patterns the
-rewrites in ``b2s_onnx.rewrites`` target), in one process, interleaved round by round:
+For every model (the shared IR corpus; classic architectures outside it, from the sample
+models the ``onnx`` package ships, through OpenVINO's ONNX frontend; and generated models
+covering the patterns the rewrites in ``b2s_onnx.rewrites`` target), in one process,
+interleaved round by round:
 - fused:    ``b2s_onnx.convert_ir`` (the default, with rewrites) in onnxruntime;
 - unfused:  ``convert_ir(fuse=False)`` in onnxruntime;
 - openvino: the IR on OpenVINO's CPU plugin, f32 inference precision, same threads.
@@ -70,6 +72,41 @@ def _conv_stack(ops, data, act: Callable, channels: int, layers: int = 4):
         )
         x = act(ops, x, channels)
     return x
+
+
+def _lstm_over_time(ops, data, hidden: int, rng) -> list:
+    """What OpenVINO's Keras/TensorFlow frontends write for an LSTM layer: a TensorIterator
+    slicing [N, T, I] step by step into an LSTMCell, the states on back edges."""
+    import openvino as ov
+
+    batch, _, features = data.get_output_partial_shape(0).to_shape()
+    x_t = ops.parameter([batch, 1, features], np.float32, name="x_t")
+    states = [ops.parameter([batch, hidden], np.float32, name=n) for n in ("h", "c")]
+
+    def weights(*shape):
+        return ops.constant((rng.standard_normal(shape) * 0.2).astype(np.float32))
+
+    step = ops.squeeze(x_t, ops.constant(np.asarray([1])))
+    cell = ops.lstm_cell(
+        step,
+        *states,
+        weights(4 * hidden, features),
+        weights(4 * hidden, hidden),
+        weights(4 * hidden),
+        hidden,
+    )
+    stacked = ops.unsqueeze(cell.output(0), ops.constant(np.asarray([1])))
+    body = ov.Model([cell.output(0), cell.output(1), stacked.output(0)], [x_t, *states])
+    loop = ops.tensor_iterator()
+    loop.set_body(body)
+    loop.set_sliced_input(x_t, data.output(0), 0, 1, 1, -1, 1)
+    zeros = ops.constant(np.zeros([batch, hidden], np.float32))
+    for state, result in zip(states, body.outputs, strict=False):
+        loop.set_merged_input(state, zeros.output(0), result)
+    return [
+        loop.get_concatenated_slices(body.outputs[2], 0, 1, 1, -1, 1),
+        loop.get_iter_value(body.outputs[0], -1),
+    ]
 
 
 def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
@@ -165,12 +202,40 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     models["bicubic-skip"] = (ov.Model([ops.add(body, upsampled)], [data]), [1, 3, 180, 320])
     data = ops.parameter([1, 128, 256], np.float32, name="data")
     models["transformer-encoder"] = (ov.Model([encoder(ops, data, rng)], [data]), [1, 128, 256])
+    data = ops.parameter([1, 50, 32], np.float32, name="data")
+    models["keras-lstm"] = (ov.Model(_lstm_over_time(ops, data, 64, rng), [data]), [1, 50, 32])
 
     found = {}
     for name, (model, shape) in models.items():
         xml = folder / f"{name}.xml"
         ov.save_model(model, xml, compress_to_fp16=False)
         found[name] = (xml, {"data": rng.standard_normal(shape).astype(np.float32)})
+    return found
+
+
+def _architectures(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
+    """Classic architectures outside the corpus: the sample models the ``onnx`` package
+    ships (AlexNet, DenseNet-121, GoogLeNet, Inception-v2, ResNet-50, ShuffleNet,
+    SqueezeNet, VGG-19, ZFNet-512) as OpenVINO's ONNX frontend writes them to IR."""
+    import onnx
+    import openvino as ov
+
+    found = {}
+    for path in sorted((Path(onnx.__file__).parent / "backend/test/data/light").glob("*.onnx")):
+        model = onnx.load(path, load_external_data=False)
+        weights = {t.name for t in model.graph.initializer}
+        rng = np.random.default_rng(0)
+        feeds = {
+            i.name: rng.standard_normal(
+                [d.dim_value or 1 for d in i.type.tensor_type.shape.dim]
+            ).astype(np.float32)
+            for i in model.graph.input
+            if i.name not in weights
+        }
+        name = path.stem.removeprefix("light_")
+        xml = folder / f"{name}.xml"
+        ov.save_model(ov.convert_model(path), xml, compress_to_fp16=False)
+        found[name] = (xml, feeds)
     return found
 
 
@@ -248,17 +313,22 @@ def _geomean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
-def markdown(rows: list[dict], corpus: set[str], threads: list[int]) -> str:
+#: Table groups, in order: (row group, first column's title, geomean lines or not).
+GROUPS = (
+    ("corpus", "model", True),
+    ("architecture", "architecture", True),
+    ("pattern", "pattern", False),
+)
+
+
+def markdown(rows: list[dict], threads: list[int]) -> str:
     """The README table: corpus models at the lowest thread count, both latencies and the
-    ratio, then the geomean per thread count; generated models follow in their own table."""
+    ratio, then the geomean per thread count; the architectures (with their geomeans) and
+    the generated patterns follow in tables of their own."""
     first = min(threads)
     lines = []
-    for title, chosen in (("model", corpus), ("pattern", None)):
-        picked = [
-            r
-            for r in rows
-            if r["threads"] == first and ((r["model"] in corpus) == (chosen is not None))
-        ]
+    for group, title, geomeans in GROUPS:
+        picked = [r for r in rows if r["threads"] == first and r["group"] == group]
         if not picked:
             continue
         lines += [
@@ -272,12 +342,12 @@ def markdown(rows: list[dict], corpus: set[str], threads: list[int]) -> str:
             f"{r['conv_kernels/openvino']:.2f} |"
             for r in picked
         ]
-        if chosen is not None:
+        if geomeans:
             for count in threads:
                 ratios = [
                     r["fused/openvino"]
                     for r in rows
-                    if r["threads"] == count and r["model"] in corpus
+                    if r["threads"] == count and r["group"] == group
                 ]
                 lines.append(
                     f"| **geomean, {count} thread{'s' if count > 1 else ''}** | | | "
@@ -305,8 +375,13 @@ def main() -> None:
     print(f"CPU: {isa_flags()}")
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        models = {**_corpus(), **_generated(Path(folder))}
-        for name, (xml, feeds) in models.items():
+        models = {
+            "corpus": _corpus(),
+            "architecture": _architectures(Path(folder)),
+            "pattern": _generated(Path(folder)),
+        }
+        listed = [(g, name, *found) for g, group in models.items() for name, found in group.items()]
+        for group, name, xml, feeds in listed:
             if args.only and not any(part in name for part in args.only):
                 continue
             for threads in args.threads:
@@ -317,6 +392,7 @@ def main() -> None:
                 except Exception as exc:  # a model we cannot convert yet is a row, not a crash
                     print(f"{name:46s} {threads}t  skipped: {str(exc)[:90]}")
                     continue
+                row["group"] = group
                 rows.append(row)
                 print(
                     f"{name:46s} {threads}t  fused {row['fused_ms']:8.2f} ms  "
@@ -329,17 +405,17 @@ def main() -> None:
                 )
                 if "top_ops" in row:
                     print(f"{'':46s}     onnxruntime top ops: {row['top_ops']}")
-    corpus = set(_corpus())
-    for threads in args.threads:
-        ratios = [
-            r["fused/openvino"] for r in rows if r["threads"] == threads and r["model"] in corpus
-        ]
-        print(
-            f"corpus geomean fused/openvino at {threads} thread(s): {_geomean(ratios):.2f} "
-            f"over {len(ratios)} models"
-        )
+    for group, _, geomeans in GROUPS:
+        for threads in args.threads if geomeans else []:
+            ratios = [
+                r["fused/openvino"] for r in rows if r["threads"] == threads and r["group"] == group
+            ]
+            print(
+                f"{group} geomean fused/openvino at {threads} thread(s): "
+                f"{_geomean(ratios):.2f} over {len(ratios)} models"
+            )
     if args.markdown:
-        args.markdown.write_text(markdown(rows, corpus, args.threads))
+        args.markdown.write_text(markdown(rows, args.threads))
     if args.json:
         args.json.write_text(json.dumps({"cpu": isa_flags(), "rows": rows}, indent=2) + "\n")
 

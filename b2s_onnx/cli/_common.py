@@ -23,7 +23,8 @@ no_fuse_option = click.option(
     "--no-fuse",
     is_flag=True,
     help="Skip the graph rewrites (atrous-convolution fusion, Transpose cleanup, onnxruntime's "
-    "fast forms): lower and convert node by node.",
+    "fast forms, a recurrent cell's TensorIterator as one sequence op): lower and convert "
+    "node by node.",
 )
 
 

@@ -124,6 +124,7 @@ SHARED_STATE = (
     "dequantized",
     "notes",
     "int8",
+    "fuse",
 )
 
 
@@ -136,7 +137,7 @@ class Body:
         self.ctx = ConversionContext(self.network, ctx.opset)
         # Everything a converter records about tensors is the model's, not the body's: a
         # body's weights join the model's initializers (large ones late, as at top level),
-        # and its INT8 provenance, notes and --int8 choice are the model's too.
+        # and its INT8 provenance, notes, --int8 and --no-fuse choices are the model's too.
         for shared in SHARED_STATE:
             setattr(self.ctx, shared, getattr(ctx, shared))
         self.ctx.begin(layer)

@@ -81,6 +81,9 @@ class ConversionContext:
         #: How FakeQuantize is written: "qdq" (Quantize/DequantizeLinear where exact) or
         #: "float" (its arithmetic).
         self.int8 = "qdq"
+        #: Whether patterns may convert as one faster op (``--no-fuse`` converts layer by
+        #: layer): a recurrent cell over time as one ONNX sequence op.
+        self.fuse = True
         #: Integer provenance of folded weight constants (see ``b2s_onnx.ir.quantization``).
         self.dequantized = DequantizedConstants()
         #: Remarks for the conversion report (what was kept in another form, and why).

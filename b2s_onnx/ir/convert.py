@@ -549,6 +549,7 @@ def convert_ir_model(
 
     ctx = ConversionContext(ir, opset)
     ctx.int8 = int8
+    ctx.fuse = fuse
     for layer in order:
         if layer.type == "Parameter":
             ctx.assign_output_names(layer)

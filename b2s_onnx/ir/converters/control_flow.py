@@ -21,6 +21,7 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.body import Body, PortLink, PortMap, port_map
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters._constants import int64s as _i64
+from b2s_onnx.ir.converters.cell_over_time import convert_cell_over_time
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
 from b2s_onnx.ir.weights import element_type, onnx_type
@@ -204,6 +205,8 @@ def _loop(
 @converts("TensorIterator", (1,), inputs=(0, 1 << 16), attrs={})
 def tensor_iterator(ctx, layer, inputs):
     links = port_map(layer)
+    if ctx.fuse and convert_cell_over_time(ctx, layer, inputs, links):
+        return
     trip_count = _trip_count(ctx, layer, inputs, links)
     _loop(ctx, layer, inputs, links, trip_count, ctx.const("true", np.asarray(True)))
 

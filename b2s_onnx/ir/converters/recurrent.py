@@ -291,6 +291,60 @@ def _cell(ctx: ConversionContext, layer: Layer, inputs: list[str], family: _Fami
         _restore(ctx, state, ctx.out(layer, index), kind)
 
 
+#: Cell layer types by the family they belong to.
+FAMILIES = {"LSTMCell": _LSTM, "GRUCell": _GRU, "RNNCell": _RNN}
+
+
+def emit_sequence(
+    ctx: ConversionContext,
+    cell: Layer,
+    *,
+    x: str,
+    time_axis: int,
+    states: list[str],
+    weights: list[np.ndarray],
+    direction: str,
+    outputs: list[str],
+) -> int:
+    """The ONNX sequence op running ``cell`` (an LSTM/GRU/RNN cell layer, attributes
+    checked) over ``x`` (batch and features in that order, time at ``time_axis``) from
+    initial ``states`` ``[N, H]``, with the cell's constant weights, recurrence weights,
+    biases (and peepholes); ``outputs`` as in ONNX (empty strings: not needed). Returns the
+    element type the outputs are computed in (f16 inputs are computed in f32)."""
+    family = FAMILIES[cell.type]
+    kind = _compute_type(ctx, x)
+    x = _as(ctx, x, kind)
+    if time_axis:
+        others = [axis for axis in range(3) if axis != time_axis]
+        x = ctx.one("Transpose", [x], perm=[time_axis, *others])
+    ctx.types[x] = kind
+    axis0 = ctx.const("axes", np.asarray([0], np.int64))
+    initial = []
+    for state in states:
+        initial.append(ctx.one("Unsqueeze", [_as(ctx, state, kind), axis0]))
+        ctx.types[initial[-1]] = kind
+    # One direction axis in front, as ONNX's weights have.
+    w, r, b, *rest = (
+        ctx.const(part, value[np.newaxis]) for part, value in zip("wrbp", weights, strict=False)
+    )
+    _check_weights(ctx, cell, family, w, r)
+    _emit(
+        ctx,
+        cell,
+        family,
+        x=x,
+        states=initial,
+        lengths=None,
+        w=w,
+        r=r,
+        b=b,
+        peepholes=rest[0] if rest else None,
+        direction=direction,
+        outputs=outputs,
+    )
+    return kind
+
+
 #: Version-1 LSTM layers also carry these. OpenVINO's CPU plugin ignores both (measured:
 #: ``input_forget="true"`` and ``weights_format="icof"`` give the same outputs as the
 #: defaults), so they are validated and, like there, have no effect; peepholes (input 6,
