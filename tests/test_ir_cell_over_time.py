@@ -219,3 +219,35 @@ def test_no_fuse_converts_the_tensor_iterator_literally(tmp_path):
     ov.save_model(ov.Model(build(*params), params), xml, compress_to_fp16=False)
     assert "Loop" in _ops(b2s_onnx.convert_ir(xml, fuse=False))
     assert "GRU" in _ops(b2s_onnx.convert_ir(xml))
+
+
+def test_weights_passed_in_as_invariant_inputs(tmp_path):
+    """Weights living outside the body, read through invariant inputs: still constants."""
+    rng = np.random.default_rng(3)
+
+    def build(x, h0):
+        outer = [
+            o8.constant((rng.standard_normal(shape) * 0.5).astype(F32))
+            for shape in ([3 * H, C], [3 * H, H], [3 * H])
+        ]
+        x_t = o8.parameter([N, 1, C], F32, name="x_t")
+        h = o8.parameter([N, H], F32, name="h")
+        inner = [
+            o8.parameter(list(w.get_output_shape(0)), F32, name=f"w{i}")
+            for i, w in enumerate(outer)
+        ]
+        step = o8.squeeze(x_t, o8.constant(np.asarray([1])))
+        cell = o3.gru_cell(step, h, *inner, H, ["sigmoid", "tanh"], [], [], 0.0, False)
+        body = ov.Model([cell.output(0)], [x_t, h, *inner])
+        ti = o8.tensor_iterator()
+        ti.set_body(body)
+        ti.set_sliced_input(x_t, x.output(0), 0, 1, 1, -1, 1)
+        ti.set_merged_input(h, h0.output(0), body.outputs[0])
+        for parameter, value in zip(inner, outer, strict=True):
+            ti.set_invariant_input(parameter, value.output(0))
+        return [ti.get_iter_value(body.outputs[0], -1)]
+
+    pairs, model = run_both(tmp_path, build, [[N, T, C], [N, H]])
+    assert_close(pairs, **TOLERANCE)
+    assert _ops(model).count("GRU") == 1
+    assert "Loop" not in _ops(model)
