@@ -44,7 +44,7 @@ class _Match:
     sliced: PortLink
     #: Body Parameter ids carrying the states, in the cell's input order.
     states: list[str]
-    #: Body layer ids of the constant inputs' cone, in topological order.
+    #: Body layers computing the constant inputs (weights, axes), in topological order.
     cone: list[Layer]
     #: The Unsqueeze/Reshape stacking the hidden state, and the axes it may insert (with a
     #: batch of one, inserting before or after the batch gives the same tensor).
@@ -118,6 +118,7 @@ def _constant_cone(body: _Network, roots: list[Layer], allowed: set[str]) -> lis
 
 
 def _match(layer: Layer, links: PortMap) -> _Match | None:
+    """The pattern's parts in ``layer``'s body, or None where the body is anything else."""
     network = layer.bodies.get("body")
     if network is None or any(link.purpose for link in links.inputs + links.outputs):
         return None
@@ -249,7 +250,8 @@ def convert_cell_over_time(
     ctx: ConversionContext, layer: Layer, inputs: list[str], links: PortMap
 ) -> bool:
     """Writes ``layer`` as one ONNX sequence op when its body is a cell over time (see the
-    module doc); returns False, having written nothing, when it is not."""
+    module doc); returns False, having written no node, when it is not (constants folded
+    on the way stay unused, and the model leaves unused initializers out)."""
     match = _match(layer, links)
     if match is None:
         return False
@@ -265,7 +267,6 @@ def convert_cell_over_time(
     for item in match.cone:
         body.ctx.assign_output_names(item)
         prepare(item, network.path)
-    prepare(match.cell, network.path)
     from b2s_onnx.ir.convert import convert_layers  # the driver imports the converters
 
     convert_layers(body.ctx, match.cone)
