@@ -35,6 +35,7 @@ import onnxruntime as ort
 
 import b2s_onnx
 from benchmarks._machine import interleaved_medians, isa_flags
+from models.recurrent import lstm_over_time
 from models.transformer import encoder
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "ir-corpus"
@@ -72,41 +73,6 @@ def _conv_stack(ops, data, act: Callable, channels: int, layers: int = 4):
         )
         x = act(ops, x, channels)
     return x
-
-
-def _lstm_over_time(ops, data, hidden: int, rng) -> list:
-    """What OpenVINO's Keras/TensorFlow frontends write for an LSTM layer: a TensorIterator
-    slicing [N, T, I] step by step into an LSTMCell, the states on back edges."""
-    import openvino as ov
-
-    batch, _, features = data.get_output_partial_shape(0).to_shape()
-    x_t = ops.parameter([batch, 1, features], np.float32, name="x_t")
-    states = [ops.parameter([batch, hidden], np.float32, name=n) for n in ("h", "c")]
-
-    def weights(*shape):
-        return ops.constant((rng.standard_normal(shape) * 0.2).astype(np.float32))
-
-    step = ops.squeeze(x_t, ops.constant(np.asarray([1])))
-    cell = ops.lstm_cell(
-        step,
-        *states,
-        weights(4 * hidden, features),
-        weights(4 * hidden, hidden),
-        weights(4 * hidden),
-        hidden,
-    )
-    stacked = ops.unsqueeze(cell.output(0), ops.constant(np.asarray([1])))
-    body = ov.Model([cell.output(0), cell.output(1), stacked.output(0)], [x_t, *states])
-    loop = ops.tensor_iterator()
-    loop.set_body(body)
-    loop.set_sliced_input(x_t, data.output(0), 0, 1, 1, -1, 1)
-    zeros = ops.constant(np.zeros([batch, hidden], np.float32))
-    for state, result in zip(states, body.outputs, strict=False):
-        loop.set_merged_input(state, zeros.output(0), result)
-    return [
-        loop.get_concatenated_slices(body.outputs[2], 0, 1, 1, -1, 1),
-        loop.get_iter_value(body.outputs[0], -1),
-    ]
 
 
 def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
@@ -203,7 +169,13 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     data = ops.parameter([1, 128, 256], np.float32, name="data")
     models["transformer-encoder"] = (ov.Model([encoder(ops, data, rng)], [data]), [1, 128, 256])
     data = ops.parameter([1, 50, 32], np.float32, name="data")
-    models["keras-lstm"] = (ov.Model(_lstm_over_time(ops, data, 64, rng), [data]), [1, 50, 32])
+    sequence, last_hidden, _ = lstm_over_time(
+        ops,
+        data,
+        64,
+        lambda *shape: ops.constant((rng.standard_normal(shape) * 0.2).astype(np.float32)),
+    )
+    models["keras-lstm"] = (ov.Model([sequence, last_hidden], [data]), [1, 50, 32])
 
     found = {}
     for name, (model, shape) in models.items():

@@ -31,6 +31,7 @@ import pytest
 import b2s_onnx
 from b2s_onnx.errors import B2SError
 from b2s_onnx.parity.ir_check import IR_QUANTIZED_ATOL
+from models.recurrent import lstm_over_time
 from tests.ir_mutations import IR_KINDS, ONNX_KINDS, mutate_ir, mutate_onnx, tiny_models
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "models"
@@ -136,22 +137,8 @@ def generated_irs() -> dict[str, ov.Model]:
 
     # A Keras-style LSTM: a TensorIterator over time around an LSTMCell.
     sequence = o13.parameter([2, 5, 3], np.float32, name="sequence")
-    x_t = o13.parameter([2, 1, 3], np.float32, name="x_t")
-    h, c = (o13.parameter([2, 4], np.float32, name=n) for n in ("h", "c"))
-    step = o13.squeeze(x_t, o13.constant(np.array([1], np.int64)))
-    cell = o13.lstm_cell(step, h, c, weights(16, 3), weights(16, 4), weights(16), 4)
-    stacked = o13.unsqueeze(cell.output(0), o13.constant(np.array([1], np.int64)))
-    body = ov.Model([cell.output(0), cell.output(1), stacked.output(0)], [x_t, h, c])
-    loop = o13.tensor_iterator()
-    loop.set_body(body)
-    loop.set_sliced_input(x_t, sequence.output(0), 0, 1, 1, -1, 1)
-    zeros = o13.constant(np.zeros([2, 4], np.float32))
-    loop.set_merged_input(h, zeros.output(0), body.outputs[0])
-    loop.set_merged_input(c, zeros.output(0), body.outputs[1])
-    outputs = [
-        loop.get_concatenated_slices(body.outputs[2], 0, 1, 1, -1, 1),
-        loop.get_iter_value(body.outputs[1], -1),
-    ]
+    steps, _, last_cell = lstm_over_time(o13, sequence, 4, weights)
+    outputs = [steps, last_cell]
     recurrent = ov.Model(outputs, [sequence], "recurrent")
     return {"convnet": convnet, "shapes": shapes, "movement": movement, "recurrent": recurrent}
 

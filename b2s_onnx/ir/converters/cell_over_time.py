@@ -38,20 +38,6 @@ from b2s_onnx.ir.converters.registry import canonical_type, prepare
 from b2s_onnx.ir.reader import IRModel, Layer, topological_order
 
 
-@dataclass
-class _Match:
-    cell: Layer
-    sliced: PortLink
-    #: Body Parameter ids carrying the states, in the cell's input order.
-    states: list[str]
-    #: Body layers computing the constant inputs (weights, axes), in topological order.
-    cone: list[Layer]
-    #: The Unsqueeze/Reshape stacking the hidden state, and the axes it may insert (with a
-    #: batch of one, inserting before or after the batch gives the same tensor).
-    stack: Layer | None
-    stack_axes: tuple[int, ...]
-
-
 class _Network:
     """Who reads what in a body network."""
 
@@ -84,6 +70,21 @@ class _Network:
     @staticmethod
     def dims(layer: Layer, index: int = 0) -> tuple[int | None, ...] | None:
         return layer.outputs[index].dims if index < len(layer.outputs) else None
+
+
+@dataclass
+class _Match:
+    body: _Network
+    cell: Layer
+    sliced: PortLink
+    #: Body Parameter ids carrying the states, in the cell's input order.
+    states: list[str]
+    #: Body layers computing the constant inputs (weights, axes), in topological order.
+    cone: list[Layer]
+    #: The Unsqueeze/Reshape stacking the hidden state, and the axes it may insert (with a
+    #: batch of one, inserting before or after the batch gives the same tensor).
+    stack: Layer | None
+    stack_axes: tuple[int, ...]
 
 
 def _removes_axis(before, after, axis: int) -> bool:
@@ -213,13 +214,13 @@ def _match(layer: Layer, links: PortMap) -> _Match | None:
         if item.type not in ("Parameter", "Result") and item.id not in known:
             return None
     order = [item for item in topological_order(network) if item.id in {c.id for c in cone}]
-    return _Match(cell, link, states, order, stack, stack_axes)
+    return _Match(body, cell, link, states, order, stack, stack_axes)
 
 
-def _output_plan(layer: Layer, links: PortMap, match: _Match, network: IRModel):
+def _output_plan(layer: Layer, links: PortMap, match: _Match):
     """For each TensorIterator output port: ("sequence", axis) or ("state", index); None
     when an output is anything else."""
-    body = _Network(network)
+    body = match.body
     plan = {}
     for link in links.outputs:
         result = body.layer(link.body_layer)
@@ -256,7 +257,7 @@ def convert_cell_over_time(
     if match is None:
         return False
     network = layer.bodies["body"]
-    plan = _output_plan(layer, links, match, network)
+    plan = _output_plan(layer, links, match)
     if plan is None:
         return False
     ids = [p.id for p in layer.inputs]
