@@ -149,9 +149,12 @@ def _weights_i8(channels_out: int, channels_in: int, group: bool):
     return ops.multiply(ops.convert(q, "f32"), ops.constant(scale))
 
 
-def test_per_channel_ranges_between_quantized_convolutions_run_and_match_openvino(tmp_path):
+@pytest.mark.parametrize("second", ["conv", "depthwise"])
+def test_per_channel_ranges_between_quantized_convolutions_run_and_match_openvino(tmp_path, second):
     """The patterns onnxruntime 1.31 fuses into integer kernels that fail at run time:
-    DQ -> Conv -> per-axis Q, and per-axis DQ -> Conv -> Q. The guards must hold."""
+    DQ -> Conv -> per-axis Q, and per-axis DQ -> Conv -> Q. The guards must hold where the
+    per-axis pair stays; before a depthwise Conv requantized after it, the input's scales
+    move into the weights' and onnxruntime runs a QLinearConv instead."""
     const = lambda v: ops.constant(np.asarray(v, np.float32))  # noqa: E731
     data = ops.parameter([1, 16, 12, 12], np.float32, name="data")
     x = ops.fake_quantize(data, const(0), const(2.55), const(0), const(2.55), 256)
@@ -160,14 +163,22 @@ def test_per_channel_ranges_between_quantized_convolutions_run_and_match_openvin
     high = np.linspace(1.0, 4.0, 16).reshape(1, 16, 1, 1)
     low = -high * 128 / 127
     x = ops.fake_quantize(x, const(low), const(high), const(low), const(high), 256)
-    x = ops.group_convolution(x, _weights_i8(16, 1, True), [1, 1], [1, 1], [1, 1], [1, 1])
+    if second == "depthwise":
+        x = ops.group_convolution(x, _weights_i8(16, 1, True), [1, 1], [1, 1], [1, 1], [1, 1])
+    else:
+        x = ops.convolution(x, _weights_i8(16, 16, False), [1, 1], [1, 1], [1, 1], [1, 1])
     x = ops.fake_quantize(x, const(-4 * 128 / 127), const(4), const(-4 * 128 / 127), const(4), 256)
     xml = tmp_path / "per_axis.xml"
     ov.save_model(ov.Model([x], [data]), xml, compress_to_fp16=False)
     converted = b2s_onnx.convert_ir(xml)
     ops_written = [n.op_type for n in converted.graph.node]
     assert ops_written.count("QuantizeLinear") == 3
-    assert ops_written.count("Max") == 2, "both guards stay around a convolution's output"
+    if second == "depthwise":
+        assert ops_written.count("Max") == 1, "the guard before the per-axis quantize stays"
+        assert optimized_op_counts(converted)["QLinearConv"] == 1
+        assert coverage(xml, converted).integer == 2
+    else:
+        assert ops_written.count("Max") == 2, "both guards stay around a convolution's output"
     feeds = {"data": np.random.default_rng(1).uniform(0, 2.5, [1, 16, 12, 12]).astype(np.float32)}
     (ours,) = run_onnxruntime(converted, feeds).values()
     (simulated,) = _openvino(xml, feeds, LP_TRANSFORMS_MODE=False)
@@ -188,13 +199,13 @@ def test_int8_float_keeps_the_arithmetic_form(tmp_path):
 #: Integer kernels each network must get (QLinearConv, QGemm, ConvInteger and
 #: MatMulIntegerToFloat for layers whose output is not quantized again). What is left in
 #: float has no exact integer form: a Conv on a Concat of differently scaled tensors
-#: (concat_branches), a depthwise Conv whose input NNCF quantized per channel
-#: (depthwise_separable; onnxruntime's integer convolutions take one input scale).
+#: (concat_branches). depthwise_separable's depthwise Conv, whose input NNCF quantized
+#: per channel, runs as QLinearConv with those scales folded into its weights'.
 #: encoder: its twelve weight MatMuls (transposed weights) and both attention score
 #: MatMuls; the Softmax x V products stay float, as NNCF leaves them unquantized.
 EXPECTED_INTEGER = {
     "conv_stack": 3,
-    "depthwise_separable": 2,
+    "depthwise_separable": 3,
     "residual_block": 3,
     "concat_branches": 2,
     "pooling": 3,
@@ -829,6 +840,121 @@ def test_the_guard_before_a_per_axis_quantize_goes_only_where_nothing_could_fuse
     assert [f.rewrite for f in report.fired].count("per-axis-quantize-guard") == 1
     feeds = {"x": np.random.default_rng(1).uniform(0, 2, [1, 16, 8, 8]).astype(np.float32)}
     assert run_onnxruntime(biased, feeds)["out"].shape == (1, 16, 8, 8)
+
+
+# -- per-channel-input-into-weights ------------------------------------------------------
+
+
+def _depthwise_on_per_axis(multiplier=1, zero=128, reader="quantize", shared=False, scalar_w=False):
+    """x -> per-axis Q/DQ -> guard -> depthwise Conv(DQ weights, bias) -> ``reader``, as the
+    converter writes NNCF's per-channel input ranges before a depthwise convolution."""
+    channels, rng = 16, np.random.default_rng(4)
+    outputs = channels * multiplier
+    zeros = np.full(channels, zero, np.uint8) if np.isscalar(zero) else np.asarray(zero, np.uint8)
+    constants = {
+        "sc": np.linspace(0.01, 0.05, channels).astype(np.float32),
+        "zc": zeros,
+        "floor": np.asarray(-np.inf, np.float32),
+        "wq": rng.integers(-127, 128, [outputs, 1, 3, 3]).astype(np.int8),
+        "ws": np.float32(0.004)
+        if scalar_w
+        else np.linspace(0.002, 0.01, outputs, dtype=np.float32),
+        "wz": np.int8(0) if scalar_w else np.zeros(outputs, np.int8),
+        "b": np.linspace(-0.5, 0.5, outputs).astype(np.float32),
+        "ys": np.float32(0.02),
+        "yz": np.uint8(128),
+    }
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sc", "zc"], ["xq"], axis=1),
+        helper.make_node("DequantizeLinear", ["xq", "sc", "zc"], ["xd"], axis=1),
+        helper.make_node("Max", ["xd", "floor"], ["xg"]),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+        helper.make_node("Conv", ["xg", "w", "b"], ["y"], name="dw", group=channels, pads=[1] * 4),
+    ]
+    if reader == "quantize":
+        nodes += [
+            helper.make_node("QuantizeLinear", ["y", "ys", "yz"], ["yq"]),
+            helper.make_node("DequantizeLinear", ["yq", "ys", "yz"], ["out"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Relu", ["y"], ["out"]))
+    outputs_info = [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, outputs, 9, 7])]
+    if shared:
+        nodes.append(helper.make_node("Relu", ["xg"], ["side"]))
+        side = helper.make_tensor_value_info("side", TensorProto.FLOAT, [1, channels, 9, 7])
+        outputs_info.append(side)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, 9, 7])],
+        outputs_info,
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return model
+
+
+def _per_axis_feeds():
+    return {"x": np.random.default_rng(5).uniform(-2, 2, [1, 16, 9, 7]).astype(np.float32)}
+
+
+@pytest.mark.parametrize("multiplier", [1, 2])
+@pytest.mark.parametrize("zero", [0, 128])
+@pytest.mark.parametrize("scalar_w", [False, True], ids=["per-channel-w", "per-tensor-w"])
+def test_depthwise_conv_on_per_channel_input_runs_as_qlinearconv(multiplier, zero, scalar_w):
+    model = _depthwise_on_per_axis(multiplier, zero, scalar_w=scalar_w)
+    feeds = _per_axis_feeds()
+    before = run_onnxruntime(model, feeds)["out"]
+    assert "QLinearConv" not in optimized_op_counts(model)
+    report = apply_rewrites(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert report.counts().get("per-channel-input-into-weights") == 1
+    assert "Max" not in [n.op_type for n in model.graph.node], "the guard is no longer needed"
+    counts = optimized_op_counts(model)
+    assert counts["QLinearConv"] == 1, counts
+    assert "Conv" not in counts, counts
+    after = run_onnxruntime(model, feeds)["out"]
+    # The same integer sums, requantized by onnxruntime: a value on a rounding boundary (its
+    # bias is rounded to the sums' grid) may move by one output level.
+    difference = np.abs(after - before)
+    assert difference.max() <= 0.02 * 1.001
+    assert np.mean(difference > 0) < 0.02
+
+
+def test_per_channel_input_shared_with_another_reader_keeps_its_dequantization():
+    model = _depthwise_on_per_axis(shared=True)
+    feeds = _per_axis_feeds()
+    before = run_onnxruntime(model, feeds)
+    report = apply_rewrites(model)
+    assert report.counts().get("per-channel-input-into-weights") == 1
+    produced = {name for n in model.graph.node for name in n.output}
+    assert {"xd", "xg"} <= produced, "the per-axis pair and its guard stay for the other reader"
+    after = run_onnxruntime(model, feeds)
+    assert after["side"].tobytes() == before["side"].tobytes()
+    assert optimized_op_counts(model)["QLinearConv"] == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"reader": "relu"}, "read in float"),
+        ({"zero": [0] * 8 + [128] * 8}, "zero points differ"),
+    ],
+    ids=["read-in-float", "zero-points-differ"],
+)
+def test_per_channel_input_is_left_per_axis_where_no_qlinearconv_can_form(kwargs, reason):
+    model = _depthwise_on_per_axis(**kwargs)
+    feeds = _per_axis_feeds()
+    before = run_onnxruntime(model, feeds)["out"]
+    report = apply_rewrites(model)
+    assert "per-channel-input-into-weights" not in report.counts()
+    assert any(
+        d.rewrite == "per-channel-input-into-weights" and reason in d.reason
+        for d in report.declined
+    ), report.declined
+    assert "Max" in [n.op_type for n in model.graph.node]
+    np.testing.assert_allclose(run_onnxruntime(model, feeds)["out"], before, rtol=0, atol=1e-5)
 
 
 # -- concat-before-dequantize -------------------------------------------------------------

@@ -35,6 +35,7 @@ from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.mvn_as_normalization import MvnAsNormalization
 from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
 from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisQuantizeGuard
+from b2s_onnx.rewrites.per_channel_input_into_weights import PerChannelInputIntoWeights
 from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
@@ -63,6 +64,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     MatMulBiasVector(),
     ConvIntegerUnquantizedOutput(),
     MatMulBiasAsSum(),
+    PerChannelInputIntoWeights(),
     FloatWeightsForFloatLayers(),
     AddPerQuantize(),
     MishAsExponentials(),
