@@ -43,6 +43,9 @@ CORPUS = Path(
 )
 #: Small corpus models: a mutant converts in well under a second.
 SMALL_CORPUS = ("text-image-super-resolution-0001", "open-closed-eye-0001", "lenet5-tf-user")
+#: IRs OpenVINO's TensorFlow frontend wrote from Keras models (``models/keras``).
+KERAS = ("keras-lstm_states", "keras-gru")
+KERAS_MODELS = EXAMPLES / "keras"
 THOROUGH = os.environ.get("B2S_HYPOTHESIS_PROFILE") == "thorough"
 MUTANTS = int(os.environ.get("B2S_FUZZ_MUTANTS", "100000" if THOROUGH else "0"))
 FIRST_SEED = int(os.environ.get("B2S_FUZZ_SEED", "0"))
@@ -150,6 +153,9 @@ def ir_seeds(tmp_path_factory) -> dict[str, tuple[str, bytes]]:
     for name, model in generated_irs().items():
         xml = root / f"{name}.xml"
         ov.save_model(model, xml, compress_to_fp16=False)
+        seeds[name] = (xml.read_text(), xml.with_suffix(".bin").read_bytes())
+    for name in KERAS:
+        xml = KERAS_MODELS / f"{name.removeprefix('keras-')}.xml"
         seeds[name] = (xml.read_text(), xml.with_suffix(".bin").read_bytes())
     manifest = CORPUS / "MANIFEST.json"
     every = [e["name"] for e in json.loads(manifest.read_text())] if manifest.is_file() else []
@@ -357,7 +363,7 @@ def _ir_failures(seeds: dict, names: list[str], count: int, tmp_path: Path) -> l
 GENERATED = ("convnet", "shapes", "movement", "recurrent")
 
 
-@pytest.mark.parametrize("name", GENERATED)
+@pytest.mark.parametrize("name", GENERATED + KERAS)
 def test_generated_ir_mutants_are_refused_or_convert_faithfully(ir_seeds, tmp_path, name):
     if MUTANTS:
         pytest.skip("the big run is test_many_ir_mutants")

@@ -22,6 +22,7 @@ from b2s_onnx.ir.body import Body, PortLink, PortMap, port_map
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.cell_over_time import convert_cell_over_time
+from b2s_onnx.ir.converters.keras_recurrent import convert_keras_loop
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.reader import Layer
 from b2s_onnx.ir.weights import element_type, onnx_type
@@ -214,6 +215,8 @@ def tensor_iterator(ctx, layer, inputs):
 @converts("Loop", (5,), inputs=(2, 1 << 16), attrs={})
 def loop(ctx, layer, inputs):
     links = port_map(layer)
+    if ctx.fuse and convert_keras_loop(ctx, layer, inputs, links):
+        return
     trip = ctx.value(inputs[0])
     if trip is not None and int(np.asarray(trip).reshape(-1)[0]) < 0:
         trip_count = ""  # OpenVINO's -1: as many iterations as the condition allows
