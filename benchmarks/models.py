@@ -211,6 +211,22 @@ def _architectures(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]
     return found
 
 
+def _keras() -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
+    """The Keras recurrent layers of ``models/keras`` as OpenVINO's TensorFlow frontend
+    wrote them (a while-loop per layer)."""
+    import openvino as ov
+
+    found = {}
+    for xml in sorted((Path(__file__).resolve().parents[1] / "models" / "keras").glob("*.xml")):
+        rng = np.random.default_rng(0)
+        feeds = {
+            value.get_any_name(): rng.standard_normal(list(value.get_shape())).astype(np.float32)
+            for value in ov.Core().read_model(xml).inputs
+        }
+        found[f"keras3-{xml.stem}"] = (xml, feeds)
+    return found
+
+
 def _corpus() -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     found = {}
     manifest = CORPUS / "MANIFEST.json"
@@ -350,7 +366,7 @@ def main() -> None:
         models = {
             "corpus": _corpus(),
             "architecture": _architectures(Path(folder)),
-            "pattern": _generated(Path(folder)),
+            "pattern": {**_generated(Path(folder)), **_keras()},
         }
         listed = [(g, name, *found) for g, group in models.items() for name, found in group.items()]
         for group, name, xml, feeds in listed:
