@@ -4,6 +4,8 @@ wrong shape is our bug (exit 3), and no file is written either way."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 from onnx import TensorProto, helper
@@ -95,6 +97,21 @@ def test_edge_ends_that_disagree_are_bad_input_naming_both(tmp_path):
     )
     xml = _ir(tmp_path, text)
     with pytest.raises(B2SError, match=r"input port 0 declares \[2,4\] but layer 0 'x'"):
+        b2s_onnx.convert_ir(xml)
+    assert _convert_cli(tmp_path, xml) == 2
+
+
+def test_a_body_parameter_contradicting_its_shape_attribute_is_bad_input(tmp_path):
+    """Found by the mutation fuzz: a Loop body Parameter whose port says [1,2] while its
+    shape attribute (what OpenVINO reads) says [1,7] became an invalid ONNX Loop body."""
+    keras = Path(__file__).resolve().parents[1] / "models" / "keras" / "lstm_states.xml"
+    text = keras.read_text()
+    start = text.index('<data shape="1,7" element_type="f32" />')
+    dims = text.index("<dim>7</dim>", start)
+    xml = tmp_path / "model.xml"
+    xml.write_text(text[:dims] + "<dim>2</dim>" + text[dims + len("<dim>7</dim>") :])
+    xml.with_suffix(".bin").write_bytes(keras.with_suffix(".bin").read_bytes())
+    with pytest.raises(B2SError, match=r"\(Loop-opset5\), body: .*declares \[1,2\] but .* \[1,7\]"):
         b2s_onnx.convert_ir(xml)
     assert _convert_cli(tmp_path, xml) == 2
 

@@ -50,7 +50,14 @@ def shown(dims: Dims | None) -> str:
 
 def check_declared_shapes(ir: IRModel) -> None:
     """Refuses an IR whose two ends of an edge, or a Const/Parameter and its ``shape``
-    attribute, declare different shapes, naming both ends."""
+    attribute, declare different shapes, naming both ends; in TensorIterator/Loop/If
+    bodies too (a body Parameter's ports are what its subgraph input is declared as)."""
+    for layer in ir.layers.values():
+        for tag, body in layer.bodies.items():
+            try:
+                check_declared_shapes(body)
+            except B2SError as error:
+                raise B2SError(f"{layer.where()}, {tag}: {error}") from None
     for layer in ir.layers.values():
         if layer.type in ("Const", "Parameter") and "shape" in layer.data and layer.outputs:
             stated = parse_shape(layer.data["shape"], ir.path, layer.where())
