@@ -1,7 +1,8 @@
 """Add of two computed tensors read by a LayerNormalization -> the same sum as Sum.
 
 A transformer's residual connection (``LayerNorm(x + sublayer(x))``, OpenVINO's MVN after
-an Add once ``mvn-as-normalization`` has made it a LayerNormalization) is what
+an Add once ``mvn-as-normalization`` or ``layer-norm-spelled-out`` has made it a
+LayerNormalization) is what
 onnxruntime's optimizer fuses into its SkipLayerNormalization kernel. On the CPU that
 kernel is several times slower than the two ops it replaces. Measured 1 thread, medians
 of 200 interleaved runs, Add + LayerNormalization (fused) against Sum + LayerNormalization
