@@ -52,6 +52,7 @@ from onnx import helper
 
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
+from b2s_onnx.rewrites.mvn_as_normalization import reduce_mean_axes
 
 STANDARD = ("", "ai.onnx")
 #: LayerNormalization entered the default domain at opset 17.
@@ -125,19 +126,6 @@ class _Statistics:
     seeds: dict[str, Poly]
 
 
-def _axes(index: GraphIndex, node: onnx.NodeProto) -> list[int] | None:
-    """The axes of a keepdims ReduceMean (attribute before opset 18, input after)."""
-    if node.op_type != "ReduceMean" or node.domain not in STANDARD:
-        return None
-    if int(index.attribute(node, "keepdims", 1)) != 1:
-        return None
-    axes = index.attribute(node, "axes", None)
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        value = index.constant(node.input[1])
-        axes = None if value is None else [int(a) for a in value.reshape(-1)]
-    return [int(a) for a in axes] if axes else None
-
-
 def _scalar(index: GraphIndex, name: str) -> float | None:
     value = index.constant(name)
     if value is None or value.size != 1 or value.dtype.kind != "f":
@@ -195,7 +183,7 @@ def _statistics(index: GraphIndex, mean: onnx.NodeProto, rank: int) -> _Statisti
     """The statistics starting at ``mean``: ``x - mean``, its square, their mean over the
     same axes, ``+ eps`` and a root. A reason when they are a layer norm's that the kernel
     cannot take; None when ``mean`` starts no such statistics."""
-    axes = _axes(index, mean)
+    axes = reduce_mean_axes(index, mean)
     if axes is None:
         return None
     axes = sorted({a % rank for a in axes})
@@ -210,7 +198,7 @@ def _statistics(index: GraphIndex, mean: onnx.NodeProto, rank: int) -> _Statisti
         if square is None:
             continue
         readers = _readers(index, square.output[0])
-        reduced = [_axes(index, n) for n in readers]
+        reduced = [reduce_mean_axes(index, n) for n in readers]
         same = [r is not None and sorted({a % rank for a in r}) == axes for r in reduced]
         variance = _first(readers, same)
         if variance is not None:
@@ -473,7 +461,7 @@ class LayerNormSpelledOut:
         return self._replace(index, node, report, found)
 
     def _match(self, index: GraphIndex, mean: onnx.NodeProto) -> _Match | str | None:
-        if _axes(index, mean) is None or not any(
+        if reduce_mean_axes(index, mean) is None or not any(
             r.op_type == "Sub" for r in _readers(index, mean.output[0])
         ):
             return None  # before shape inference: most ReduceMeans start no layer norm

@@ -25,8 +25,9 @@ from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 STANDARD = ("", "ai.onnx")
 
 
-def _reduced_axes(index: GraphIndex, node: onnx.NodeProto, rank: int) -> list[int] | None:
-    """The axes of a keepdims ReduceMean (attribute before opset 18, input after)."""
+def reduce_mean_axes(index: GraphIndex, node: onnx.NodeProto) -> list[int] | None:
+    """The axes of a keepdims ReduceMean (attribute before opset 18, input after), as
+    written (possibly negative); None for anything else."""
     if node.op_type != "ReduceMean" or node.domain not in STANDARD:
         return None
     if int(index.attribute(node, "keepdims", 1)) != 1:
@@ -35,9 +36,12 @@ def _reduced_axes(index: GraphIndex, node: onnx.NodeProto, rank: int) -> list[in
     if axes is None and len(node.input) > 1 and node.input[1]:
         value = index.constant(node.input[1])
         axes = None if value is None else [int(a) for a in value.reshape(-1)]
-    if not axes:
-        return None
-    return sorted(a % rank for a in axes)
+    return [int(a) for a in axes] if axes else None
+
+
+def _reduced_axes(index: GraphIndex, node: onnx.NodeProto, rank: int) -> list[int] | None:
+    axes = reduce_mean_axes(index, node)
+    return None if axes is None else sorted(a % rank for a in axes)
 
 
 def _match(index: GraphIndex, div: onnx.NodeProto):

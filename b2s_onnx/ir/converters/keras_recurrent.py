@@ -158,6 +158,17 @@ class _Matcher:
         return weights, None if bias is None else bias.reshape(-1)
 
 
+def _is(expected: Source):
+    """A matcher for an operand that must be ``expected`` itself."""
+
+    def match(source: Source) -> Source:
+        if source != expected:
+            raise _NoMatchError
+        return source
+
+    return match
+
+
 def _blocks(matrix: np.ndarray, order: list[int], hidden: int) -> np.ndarray:
     """Column blocks of ``hidden`` in ``order``, as OpenVINO's ``[gates * H, features]``."""
     return np.concatenate([matrix[..., k * hidden : (k + 1) * hidden] for k in order], -1).T
@@ -177,14 +188,6 @@ def _lstm(m: _Matcher, x_t: Source, h: Source, c: Source, h_new: Source, c_new: 
 
         return match
 
-    def is_source(expected: Source):
-        def match(source: Source):
-            if source != expected:
-                raise _NoMatchError
-            return source
-
-        return match
-
     def tanh_of_c(source: Source):
         if m.unary(source, "Tanh") != c_new:
             raise _NoMatchError
@@ -192,7 +195,7 @@ def _lstm(m: _Matcher, x_t: Source, h: Source, c: Source, h_new: Source, c_new: 
     m.pair(m.expect(h_new, "Multiply"), gate("o", "Sigmoid"), tanh_of_c)
     forget, update = m.pair(
         m.expect(c_new, "Add"),
-        lambda s: m.pair(m.expect(s, "Multiply"), gate("f", "Sigmoid"), is_source(c)),
+        lambda s: m.pair(m.expect(s, "Multiply"), gate("f", "Sigmoid"), _is(c)),
         lambda s: m.pair(m.expect(s, "Multiply"), gate("i", "Sigmoid"), gate("g", "Tanh")),
     )
     del forget, update
@@ -282,13 +285,6 @@ def _gru(m: _Matcher, x_t: Source, h: Source, h_new: Source):
 
         return match
 
-    def is_source(expected: Source):
-        def match(source: Source):
-            if source != expected:
-                raise _NoMatchError
-
-        return match
-
     def one_minus_z(source: Source):
         sub = m.expect(source, "Subtract")
         if m.scalar(m.source(sub, 0)) != 1.0 or m.source(sub, 1) != parts["z"]:
@@ -309,7 +305,7 @@ def _gru(m: _Matcher, x_t: Source, h: Source, h_new: Source):
 
     m.pair(
         m.expect(h_new, "Add"),
-        lambda s: m.pair(m.expect(s, "Multiply"), z_gate, is_source(h)),
+        lambda s: m.pair(m.expect(s, "Multiply"), z_gate, _is(h)),
         lambda s: m.pair(m.expect(s, "Multiply"), one_minus_z, candidate),
     )
 
