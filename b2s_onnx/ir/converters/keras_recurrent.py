@@ -193,12 +193,11 @@ def _lstm(m: _Matcher, x_t: Source, h: Source, c: Source, h_new: Source, c_new: 
             raise _NoMatchError
 
     m.pair(m.expect(h_new, "Multiply"), gate("o", "Sigmoid"), tanh_of_c)
-    forget, update = m.pair(
+    m.pair(
         m.expect(c_new, "Add"),
         lambda s: m.pair(m.expect(s, "Multiply"), gate("f", "Sigmoid"), _is(c)),
         lambda s: m.pair(m.expect(s, "Multiply"), gate("i", "Sigmoid"), gate("g", "Tanh")),
     )
-    del forget, update
     blocks, base = {}, None
     for name in "ifgo":
         found, blocks[name] = m.slice_of(gates[name], hidden)
@@ -309,16 +308,12 @@ def _gru(m: _Matcher, x_t: Source, h: Source, h_new: Source):
         lambda s: m.pair(m.expect(s, "Multiply"), one_minus_z, candidate),
     )
 
-    def split_sum(source: Source) -> tuple[Source, Source]:
-        return m.pair(m.expect(source, "Add"), lambda s: s, lambda s: s)
-
-    slices: dict[str, tuple[Source, int]] = {"x_h": None, "h_h": None}  # type: ignore[dict-item]
-    slices["x_h"] = m.slice_of(parts["x_h"], hidden)
-    slices["h_h"] = m.slice_of(parts["h_h"], hidden)
-    x_base, h_base = slices["x_h"][0], slices["h_h"][0]
-    blocks = {"h": (slices["x_h"][1], slices["h_h"][1])}
+    x_base, x_block = m.slice_of(parts["x_h"], hidden)
+    h_base, h_block = m.slice_of(parts["h_h"], hidden)
+    blocks = {"h": (x_block, h_block)}
     for gate, pre in (("z", parts["z_in"]), ("r", parts["r"])):
-        a, b = split_sum(pre)
+        add = m.expect(pre, "Add")
+        a, b = m.source(add, 0), m.source(add, 1)
         first, second = m.slice_of(a, hidden), m.slice_of(b, hidden)
         if first[0] == h_base:
             first, second = second, first
@@ -371,7 +366,7 @@ def _counters(m: _Matcher, links: PortMap, initial) -> dict[str, Source]:
         if add.type != "Add" or len(add.inputs) != 2:
             continue
         operands = [m.source(add, 0), m.source(add, 1)]
-        if (parameter, 0) not in [(s[0], 0) for s in operands]:
+        if parameter not in (operands[0][0], operands[1][0]):
             continue
         other = operands[1] if operands[0][0] == parameter else operands[0]
         value = m.constants(other)
@@ -415,7 +410,7 @@ def _tensor_list(m: _Matcher, scatter: Layer, list_parameter: str, h_new: Source
     if m.layer(index).type in ("Reshape", "Unsqueeze"):
         m.used.add(index[0])
         index = m.source(m.layer(index), 0)
-    if index != (time, 0) and index[0] != time:
+    if index[0] != time:
         raise _NoMatchError
     return "sequence"
 
@@ -437,8 +432,13 @@ def convert_keras_loop(
         return False
     if any(link.axis is not None for link in links.inputs + links.outputs):
         return False
+    if not any(link.purpose == "execution_condition" for link in links.outputs):
+        return False
     for item in network.layers.values():
         item.type = canonical_type(item.type)
+    kinds = {item.type for item in network.layers.values()}
+    if not {"MatMul", "Gather"} <= kinds:
+        return False  # no cell over a gathered step: nothing to fold constants for
     order = topological_order(network)
     constant_ids: set[str] = set()
     sources = network.sources
