@@ -29,6 +29,9 @@ FUSED = {
     "gru": {"GRU": 1},
     "simple_rnn_relu": {"RNN": 1},
     "bidirectional_lstm": {"LSTM": 2},
+    # reset_after=False: the reset gate scales the state before its own MatMul (ONNX GRU's
+    # default linear_before_reset=0).
+    "gru_reset_before": {"GRU": 1},
 }
 
 
@@ -70,19 +73,9 @@ def test_keras_recurrent_loop_becomes_one_sequence_op(name):
     _assert_close(_run(xml, literal)[0], ours)
 
 
-def test_gru_with_the_reset_gate_before_the_product_stays_a_loop():
-    """Keras ``reset_after=False`` multiplies the state by the reset gate before the
-    recurrence MatMul: ONNX's GRU computes that too, but the body is not the matched form,
-    so the Loop stays, computing it literally."""
-    xml = MODELS / "gru_reset_before.xml"
-    converted = b2s_onnx.convert_ir(xml)
-    assert "Loop" in _op_counts(converted)
-    _assert_close(*_run(xml, converted))
-
-
-def _edited_lstm(tmp_path: Path, edit) -> Path:
-    """models/keras/lstm.xml with ``edit(body)`` applied to its Loop body."""
-    model = ov.Core().read_model(MODELS / "lstm.xml")
+def _edited(tmp_path: Path, name: str, edit) -> Path:
+    """models/keras/``name``.xml with ``edit(body)`` applied to its Loop body."""
+    model = ov.Core().read_model(MODELS / f"{name}.xml")
     loop = next(op for op in model.get_ordered_ops() if op.get_type_name() == "Loop")
     edit(loop.get_function())
     xml = tmp_path / "edited.xml"
@@ -111,13 +104,41 @@ def _clamp_cell_state(body) -> None:
     raise AssertionError("no cell state result in the body")
 
 
-@pytest.mark.parametrize("edit", [_stop_early, _clamp_cell_state], ids=["stops-early", "clamp"])
-def test_a_body_computing_something_else_stays_a_loop(tmp_path, edit):
-    xml = _edited_lstm(tmp_path, edit)
+def _reset_a_scaled_state(body) -> None:
+    """reset_after=False's ``r * h`` reads ``0.5 * h``: not a GRU's candidate any more."""
+    for op in body.get_ordered_ops():
+        inputs = [v.get_node() for v in op.input_values()]
+        if (
+            op.get_type_name() == "Multiply"
+            and any(n.get_type_name() == "Parameter" for n in inputs)
+            and any(n.get_type_name() == "Sigmoid" for n in inputs)
+        ):
+            readers = {t.get_node().get_type_name() for t in op.output(0).get_target_inputs()}
+            if readers == {"MatMul"}:
+                index = [n.get_type_name() for n in inputs].index("Parameter")
+                state = op.input_value(index)
+                op.input(index).replace_source_output(
+                    ops.multiply(state, np.float32(0.5)).output(0)
+                )
+                return
+    raise AssertionError("no reset product in the body")
+
+
+@pytest.mark.parametrize(
+    ("name", "edit", "sequence_op"),
+    [
+        ("lstm", _stop_early, "LSTM"),
+        ("lstm", _clamp_cell_state, "LSTM"),
+        ("gru_reset_before", _reset_a_scaled_state, "GRU"),
+    ],
+    ids=["stops-early", "clamp", "gru-reset-of-another-tensor"],
+)
+def test_a_body_computing_something_else_stays_a_loop(tmp_path, name, edit, sequence_op):
+    xml = _edited(tmp_path, name, edit)
     converted = b2s_onnx.convert_ir(xml)
     counts = _op_counts(converted)
     assert "Loop" in counts
-    assert "LSTM" not in counts
+    assert sequence_op not in counts
     _assert_close(*_run(xml, converted))
 
 

@@ -12,8 +12,9 @@ sequence op runs every step in one kernel.
 
 The cell is recognised by what it computes, not by op names alone:
 - LSTM: ``c' = sigmoid(f) * c + sigmoid(i) * tanh(g)``, ``h' = sigmoid(o) * tanh(c')``;
-- GRU (Keras ``reset_after=True``): ``z, r = sigmoid(x_z + h_z), sigmoid(x_r + h_r)``,
-  ``h' = z * h + (1 - z) * tanh(x_h + r * h_h)``;
+- GRU: ``z, r = sigmoid(x_z + h_z), sigmoid(x_r + h_r)``,
+  ``h' = z * h + (1 - z) * tanh(x_h + r * h_h)`` (Keras ``reset_after=True``) or
+  ``tanh(x_h + (r * h) R_h)`` (``reset_after=False``);
 - SimpleRNN: ``h' = act(x W + h R + b)`` with act tanh, relu or sigmoid;
 where the gate pre-activations are slices (Split, VariadicSplit or StridedSlice along the
 last axis) of ``x_t W [+ b]`` and ``h R [+ b]`` with constant weights. The gates' roles
@@ -139,6 +140,13 @@ class _Matcher:
     def projection(self, source: Source, data: Source) -> tuple[np.ndarray, np.ndarray | None]:
         """``data @ W [+ b]`` spelled as MatMul (and Adds of constants): (W as
         ``[features, width]``, b or None)."""
+        found, weights, bias = self.projected(source)
+        if found != data:
+            raise _NoMatchError
+        return weights, bias
+
+    def projected(self, source: Source) -> tuple[Source, np.ndarray, np.ndarray | None]:
+        """``? @ W [+ b]``: (the projected tensor, W as ``[features, width]``, b or None)."""
         bias = None
         layer = self.layer(source)
         if layer.type == "Add":
@@ -148,14 +156,14 @@ class _Matcher:
             self.used.add(layer.id)
         else:
             matmul = self.expect(source, "MatMul")
-        if self.source(matmul, 0) != data or matmul.attrs.get("transpose_a"):
+        if matmul.attrs.get("transpose_a"):
             raise _NoMatchError
         weights = self.constant(self.source(matmul, 1))
         if weights.ndim != 2:
             raise _NoMatchError
         if matmul.attrs.get("transpose_b"):
             weights = weights.T
-        return weights, None if bias is None else bias.reshape(-1)
+        return self.source(matmul, 0), weights, None if bias is None else bias.reshape(-1)
 
 
 def _is(expected: Source):
@@ -270,12 +278,14 @@ def _simple_rnn(m: _Matcher, x_t: Source, h: Source, h_new: Source):
 
 
 def _gru(m: _Matcher, x_t: Source, h: Source, h_new: Source):
-    """Keras GRU with ``reset_after=True``: OpenVINO GRUCell weights (z, r, h) with
-    ``linear_before_reset``."""
+    """OpenVINO GRUCell weights (z, r, h) for a Keras GRU: ``reset_after=True`` (the reset
+    gate scales ``h R_h + b_h``: ``linear_before_reset``, a 4H bias) or ``reset_after=False``
+    (it scales ``h`` before its own ``R_h`` MatMul: ONNX's default GRU, a 3H bias)."""
     hidden = m.layer(h).output_port(h[1]).dims[-1]
     if hidden is None:
         raise _NoMatchError
     parts: dict[str, Source] = {}
+    before: list[tuple[np.ndarray, np.ndarray | None]] = []
 
     def keep(name: str, op: str | None = None):
         def match(source: Source):
@@ -289,13 +299,17 @@ def _gru(m: _Matcher, x_t: Source, h: Source, h_new: Source):
         if m.scalar(m.source(sub, 0)) != 1.0 or m.source(sub, 1) != parts["z"]:
             raise _NoMatchError
 
+    def recurrence(source: Source):
+        before.clear()
+        if m.layer(source).type == "Multiply":  # reset_after: r * (h R_h + b_h)
+            m.pair(m.expect(source, "Multiply"), keep("r", "Sigmoid"), keep("h_h"))
+            return
+        data, r_h, b_h = m.projected(source)  # reset_after=False: (r * h) R_h [+ b_h]
+        m.pair(m.expect(data, "Multiply"), keep("r", "Sigmoid"), _is(h))
+        before.append((r_h, b_h))
+
     def candidate(source: Source):
-        inner = m.expect(m.unary(source, "Tanh"), "Add")
-        m.pair(
-            inner,
-            keep("x_h"),
-            lambda s: m.pair(m.expect(s, "Multiply"), keep("r", "Sigmoid"), keep("h_h")),
-        )
+        m.pair(m.expect(m.unary(source, "Tanh"), "Add"), keep("x_h"), recurrence)
 
     def z_gate(source: Source):
         parts["z"] = source
@@ -309,32 +323,44 @@ def _gru(m: _Matcher, x_t: Source, h: Source, h_new: Source):
     )
 
     x_base, x_block = m.slice_of(parts["x_h"], hidden)
-    h_base, h_block = m.slice_of(parts["h_h"], hidden)
+    h_base, h_block = m.slice_of(parts["h_h"], hidden) if not before else (None, None)
     blocks = {"h": (x_block, h_block)}
     for gate, pre in (("z", parts["z_in"]), ("r", parts["r"])):
         add = m.expect(pre, "Add")
         a, b = m.source(add, 0), m.source(add, 1)
         first, second = m.slice_of(a, hidden), m.slice_of(b, hidden)
-        if first[0] == h_base:
+        if first[0] != x_base:
             first, second = second, first
+        h_base = second[0] if h_base is None else h_base
         if first[0] != x_base or second[0] != h_base:
             raise _NoMatchError
         blocks[gate] = (first[1], second[1])
+    recurrent_gates = "zr" if before else "zrh"
     w, b_in = m.projection(x_base, x_t)
     r, b_rec = m.projection(h_base, h)
-    if w.shape[1] != 3 * hidden or r.shape[1] != 3 * hidden:
+    if w.shape[1] != 3 * hidden or r.shape[1] != len(recurrent_gates) * hidden:
         raise _NoMatchError
     x_order = [blocks[g][0] for g in "zrh"]
-    h_order = [blocks[g][1] for g in "zrh"]
-    if sorted(x_order) != [0, 1, 2] or sorted(h_order) != [0, 1, 2]:
+    h_order = [blocks[g][1] for g in recurrent_gates]
+    if sorted(x_order) != [0, 1, 2] or sorted(h_order) != list(range(len(recurrent_gates))):
         raise _NoMatchError
-    zeros = np.zeros(3 * hidden, w.dtype)
-    b_in = zeros if b_in is None else np.broadcast_to(b_in, zeros.shape)
-    b_rec = zeros if b_rec is None else np.broadcast_to(b_rec, zeros.shape)
+    b_in = np.zeros(3 * hidden, w.dtype) if b_in is None else np.broadcast_to(b_in, (3 * hidden,))
+    b_rec = np.zeros(r.shape[1], w.dtype) if b_rec is None else np.broadcast_to(b_rec, r.shape[1:])
     bx = _blocks(b_in[np.newaxis], x_order, hidden).reshape(-1)
     bh = _blocks(b_rec[np.newaxis], h_order, hidden).reshape(-1)
-    bias = np.concatenate([bx[: 2 * hidden] + bh[: 2 * hidden], bx[2 * hidden :], bh[2 * hidden :]])
-    weights = [_blocks(w, x_order, hidden), _blocks(r, h_order, hidden), bias.astype(w.dtype)]
+    recurrent = _blocks(r, h_order, hidden)
+    if before:
+        r_h, b_h = before[0]
+        if r_h.shape != (hidden, hidden):
+            raise _NoMatchError
+        recurrent = np.concatenate([recurrent, r_h.T])
+        b_h = np.zeros(hidden, w.dtype) if b_h is None else np.broadcast_to(b_h, (hidden,))
+        bias = bx + np.concatenate([bh, b_h])  # every bias outside the reset product
+    else:
+        bias = np.concatenate(
+            [bx[: 2 * hidden] + bh[: 2 * hidden], bx[2 * hidden :], bh[2 * hidden :]]
+        )
+    weights = [_blocks(w, x_order, hidden), recurrent, bias.astype(w.dtype)]
     return "GRUCell", hidden, ["sigmoid", "tanh"], weights
 
 
@@ -584,7 +610,8 @@ def _match(m: _Matcher, layer: Layer, links: PortMap, outer, initial, trip: int)
             "activations_alpha": [],
             "activations_beta": [],
             "clip": 0.0,
-            "linear_before_reset": kind == "GRUCell",
+            # A 4H GRU bias is reset_after's: b_h stays inside the reset product.
+            "linear_before_reset": kind == "GRUCell" and weights[2].size == 4 * hidden,
         },
     )
     return {
