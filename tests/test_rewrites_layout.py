@@ -92,12 +92,15 @@ def test_average_pool_with_a_partial_last_window_keeps_ceil_mode(size, kernel, s
 RSQRT2 = 1 / math.sqrt(2)
 
 
-def _gelu_as_converted(rsqrt2=RSQRT2, extra_reader=False):
-    """The converter's erf spelling: (x * 0.5) * (1 + erf(x * (1 / sqrt 2)))."""
+def _gelu_as_converted(rsqrt2=RSQRT2, extra_reader=False, complement=("Add", "one", "erf")):
+    """The converter's erf spelling: (x * 0.5) * (1 + erf(x * (1 / sqrt 2))); with
+    ``rsqrt2=-RSQRT2, complement=("Sub", "one", "erf")`` TensorFlow's erfc spelling
+    (x * 0.5) * (1 - erf(x * -(1 / sqrt 2)))."""
+    op, first, second = complement
     nodes = [
         helper.make_node("Mul", ["x", "rsqrt2"], ["scaled"]),
         helper.make_node("Erf", ["scaled"], ["erf"], name="erf"),
-        helper.make_node("Add", ["one", "erf"], ["plus"]),
+        helper.make_node(op, [first, second], ["plus"]),
         helper.make_node("Mul", ["x", "half"], ["halved"]),
         helper.make_node("Mul", ["halved", "plus"], ["gelu"], name="gelu"),
     ]
@@ -113,9 +116,13 @@ def _gelu_as_converted(rsqrt2=RSQRT2, extra_reader=False):
     return _model(nodes, constants, [2, 8, 5, 7])
 
 
+ERFC = {"rsqrt2": -RSQRT2, "complement": ("Sub", "one", "erf")}
+
+
+@pytest.mark.parametrize("spelling", [{}, ERFC], ids=["erf", "tensorflow-erfc"])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_gelu_in_erf_form_becomes_the_spelling_onnxruntime_fuses(seed):
-    before, after, report, rewritten = _rewrite(_gelu_as_converted(), seed)
+def test_gelu_in_erf_form_becomes_the_spelling_onnxruntime_fuses(seed, spelling):
+    before, after, report, rewritten = _rewrite(_gelu_as_converted(**spelling), seed)
     assert _fired(report) == ["gelu-fusable-form"]
     assert _ops(rewritten) == ["Div", "Erf", "Add", "Mul", "Mul"]
     shape = [d.dim_value for d in rewritten.graph.input[0].type.tensor_type.shape.dim]
@@ -125,11 +132,24 @@ def test_gelu_in_erf_form_becomes_the_spelling_onnxruntime_fuses(seed):
     np.testing.assert_allclose(after, before, rtol=1e-6, atol=1e-7)
 
 
-def test_gelu_with_another_constant_or_a_shared_part_is_left_alone():
-    _, _, report, rewritten = _rewrite(_gelu_as_converted(rsqrt2=0.7))
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        {"rsqrt2": 0.7},
+        {"rsqrt2": -RSQRT2},  # 1 + erf(-x / sqrt 2): not Gelu
+        {"complement": ("Sub", "one", "erf")},  # 1 - erf(x / sqrt 2): not Gelu
+        {"rsqrt2": -RSQRT2, "complement": ("Sub", "erf", "one")},  # erf(...) - 1
+    ],
+    ids=["other-constant", "erf-of-minus-x", "one-minus-erf-of-x", "erf-minus-one"],
+)
+def test_gelu_with_another_constant_or_sign_is_left_alone(spelling):
+    _, _, report, rewritten = _rewrite(_gelu_as_converted(**spelling))
     assert not report.fired
     assert "Div" not in _ops(rewritten)
-    _, _, report, rewritten = _rewrite(_gelu_as_converted(extra_reader=True))
+
+
+def test_gelu_with_a_shared_part_is_left_alone():
+    _, _, report, _ = _rewrite(_gelu_as_converted(extra_reader=True))
     assert not report.fired
     assert [d.rewrite for d in report.declined] == ["gelu-fusable-form"]
 

@@ -1,5 +1,7 @@
-"""Gelu spelled with ``Erf`` (as OpenVINO's Gelu is converted at opset < 20) -> the spelling
-onnxruntime's Gelu fusion recognises: ``Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x -> Mul 0.5``.
+"""Gelu spelled with ``Erf`` (as OpenVINO's Gelu is converted at opset < 20, or as
+TensorFlow's ``0.5 x erfc(-x / sqrt 2)`` arrives: ``1 - erf(x * -(1/sqrt 2))``) -> the
+spelling onnxruntime's Gelu fusion recognises: ``Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x ->
+Mul 0.5``.
 
 The converter writes ``(x * 0.5) * (1 + erf(x * (1/sqrt 2)))``, which onnxruntime runs as
 five element-wise kernels, each forcing its NCHWc convolutions to reorder to NCHW and back.
@@ -8,7 +10,9 @@ blocked: after a 4-layer 64-channel 3x3 conv stack on [1,32,56,56] the optimized
 from 4 Conv + 16 element-wise + 8 reorder nodes to 4 Conv + 4 Gelu + 2 reorders, 21.3 ms ->
 17.8 ms (1 thread). Halving is exact, so the only difference is ``x / sqrt 2`` against
 ``x * (1 / sqrt 2)`` (at most one float32 ulp in erf's argument); measured through
-onnxruntime, the fused kernel's outputs were bit-identical to the five-op form.
+onnxruntime, the fused kernel's outputs were bit-identical to the five-op form. erf is odd
+and negating is exact, so ``1 - erf(-y)`` is ``1 + erf(y)``: the erfc spelling has the same
+bound.
 """
 
 from __future__ import annotations
@@ -65,14 +69,23 @@ class GeluFusableForm:
         if scaled is None:
             return None
         for data in scaled.input:
-            if _is_scalar(index, _other(scaled, data), _RSQRT2):
+            factor = _other(scaled, data)
+            if _is_scalar(index, factor, _RSQRT2):
+                complement = "Add"  # 1 + erf(x / sqrt 2)
+                break
+            if _is_scalar(index, factor, -_RSQRT2):
+                complement = "Sub"  # TensorFlow's erfc(-x / sqrt 2) = 1 - erf(-x / sqrt 2)
                 break
         else:
             return None
         add = index.only_consumer(erf.output[0])
-        if add is None or add.op_type != "Add" or add.domain not in ("", "ai.onnx"):
+        if add is None or add.op_type != complement or add.domain not in ("", "ai.onnx"):
             return None
-        if not _is_scalar(index, _other(add, erf.output[0]), np.float32(1.0)):
+        if complement == "Sub":  # 1 - erf(...), not erf(...) - 1
+            one = add.input[0] if add.input[1] == erf.output[0] else None
+        else:
+            one = _other(add, erf.output[0])
+        if not _is_scalar(index, one, np.float32(1.0)):
             return None
         final = index.only_consumer(add.output[0])
         if final is None or final.op_type != "Mul" or final.domain not in ("", "ai.onnx"):
