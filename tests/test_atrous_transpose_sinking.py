@@ -86,3 +86,35 @@ def test_a_transpose_stops_at_an_op_whose_other_operand_is_computed():
     result = lower_model(model)
     assert "transpose-sinking" not in [f.rewrite for f in result.rewrites.fired]
     assert [n.op_type for n in result.model.graph.node].count("Transpose") == 2
+
+
+def test_a_transpose_of_a_graph_input_stays_before_the_ops_it_would_gain_nothing_past():
+    """Input (NHWC image) -> Transpose -> Mul, Add per channel -> Conv, as OpenVINO writes
+    a Keras model's input normalization: moved down, the Add would broadcast over a
+    3-wide innermost axis with nothing to fold it into and no Transpose to meet."""
+    rng = np.random.default_rng(5)
+    constants = {
+        "scale": np.asarray(1 / 255, np.float32),
+        "mean": rng.standard_normal([1, 3, 1, 1]).astype(np.float32),
+        "w": rng.standard_normal([4, 3, 3, 3]).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Transpose", ["x"], ["t"], perm=TO_NCHW, name="to_nchw"),
+        helper.make_node("Mul", ["t", "scale"], ["scaled"]),
+        helper.make_node("Add", ["scaled", "mean"], ["centred"]),
+        helper.make_node("Conv", ["centred", "w"], ["y"], pads=[1, 1, 1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "input_normalization",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 9, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None] * 4)],
+        [numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    result = lower_model(model)
+    assert [n.op_type for n in result.model.graph.node] == ["Transpose", "Mul", "Add", "Conv"]
+    declined = [d for d in result.rewrites.declined if d.rewrite == "transpose-sinking"]
+    assert declined
+    assert "nothing before the Transpose folds" in declined[0].reason

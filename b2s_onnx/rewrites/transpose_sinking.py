@@ -44,6 +44,28 @@ def _sinkable(index: GraphIndex, node: onnx.NodeProto, data: str, rank: int):
     return value, position
 
 
+#: onnxruntime folds per-channel Add/Mul and Clip/Relu that directly follow these (and a
+#: MatMul's bias Add into Gemm).
+_ABSORBING = ("Conv", "ConvTranspose", "MatMul", "Gemm")
+NO_GAIN = (
+    "nothing before the Transpose folds the ops and no Transpose after it meets it: they "
+    "would only run in the other layout (for NHWC with 3 channels, 0.81 against 0.05 ms)"
+)
+
+
+def _worth_it(index: GraphIndex, node: onnx.NodeProto, last: onnx.NodeProto) -> bool:
+    """Moving ``node`` below ``last`` pays when its producer can absorb the ops or the
+    moved Transpose meets another one. Otherwise the ops run on the transposed layout for
+    nothing, and can get slower: on a graph input an NHWC 3-channel image's per-channel
+    Add broadcasts over a 3-wide innermost axis (EfficientNet's input normalization,
+    which OpenVINO had already put after the Transpose)."""
+    producer = index.producer.get(node.input[0])
+    if producer is not None and producer.op_type in _ABSORBING:
+        return producer.domain in ("", "ai.onnx")
+    reader = index.only_consumer(last.output[0])
+    return reader is not None and reader.op_type == "Transpose"
+
+
 class TransposeSinking:
     name = "transpose-sinking"
     anchors = ("Transpose",)
@@ -69,6 +91,8 @@ class TransposeSinking:
             current = reader.output[0]
         if not chain or not index.is_free([node, *(op for op, _, _ in chain)]):
             return None
+        if not _worth_it(index, node, chain[-1][0]):
+            return Declined(self.name, node.name, NO_GAIN)
         index.claim([node, *(op for op, _, _ in chain)])
         replacements = []
         data = node.input[0]
