@@ -10,6 +10,7 @@ import onnx
 import pytest
 
 import b2s_onnx
+from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.convert import convert_ir_model
 from b2s_onnx.ir.converters import supported_ops
 from b2s_onnx.parity.runtime import run_onnxruntime
@@ -728,3 +729,78 @@ def test_prior_box_attributes_openvino_is_inconsistent_about_are_refused(tmp_pat
     )
     with pytest.raises(b2s_onnx.B2SError, match="OpenVINO itself is inconsistent"):
         b2s_onnx.convert_ir(xml)
+
+
+#: Gather with batch_dims: (opset module, data shape, indices, axis, batch_dims). Indices
+#: out of range give zeros in OpenVINO (negative ones count from the end in Gather-8).
+BATCHED_GATHERS = {
+    "v8-axis-after-batch": (o8, [2, 4, 3], [[3, -1, 0], [1, 1, 2]], 1, 1),
+    "v8-axes-between": (o8, [2, 3, 5, 2], [[4, 0], [-2, 1]], 2, 1),
+    "v8-out-of-range": (o8, [2, 3, 5, 2], [[7, 0], [-6, 4]], 2, 1),
+    "v8-negative-batch-dims": (o8, [2, 3, 4], [[[1], [3], [0]], [[2], [2], [-4]]], 2, -1),
+    "v8-scalar-per-batch": (o8, [3, 4, 2], [2, 0, 3], 1, 1),
+    "v7-two-batch-axes": (ov.opset7, [2, 3, 4, 2], [[[1, 3], [0, 0], [2, 1]]] * 2, 2, 2),
+    "v7-negative-is-out-of-range": (ov.opset7, [2, 4, 3], [[-1, 2], [0, 3]], 1, 1),
+}
+
+
+@pytest.mark.parametrize("case", BATCHED_GATHERS)
+def test_gather_with_batch_dims_matches_openvino(tmp_path, case):
+    module, shape, indices, axis, batch_dims = BATCHED_GATHERS[case]
+    pairs, converted = run_both(
+        tmp_path, lambda a: module.gather(a, c(indices), c(axis), batch_dims), [shape]
+    )
+    assert "GatherND" in {n.op_type for n in converted.graph.node}
+    for ours, theirs in pairs:
+        assert ours.shape == theirs.shape
+        assert ours.tobytes() == theirs.tobytes()
+
+
+def test_gather_with_batch_dims_on_runtime_indices_matches_openvino(tmp_path):
+    def build(data, index):
+        return o8.gather(data, o1.convert(index, "i64"), c(2), 1)
+
+    rng = np.random.default_rng(4)
+    feeds = {
+        "in0": rng.standard_normal([2, 3, 5, 2]).astype(F32),
+        "in1": np.asarray([[4, -1, 0], [2, 3, -5]], np.int32),
+    }
+    pairs, _ = run_both(tmp_path, build, [[2, 3, 5, 2], [2, 3]], [F32, np.int32], feeds=feeds)
+    for ours, theirs in pairs:
+        assert ours.tobytes() == theirs.tobytes()
+
+
+def test_gather_batch_dims_that_do_not_match_are_refused(tmp_path):
+    """The data's batch axis edited from 2 to 3 (OpenVINO's shape inference would refuse
+    to build such a model): refused as bad input, naming the layer and both sizes."""
+    data = o1.parameter([2, 4, 3], F32, name="data")
+    model = ov.Model([o8.gather(data, c([[1, 0], [0, 1]]), c(1), 1)], [data])
+    xml = tmp_path / "bad.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+    text = xml.read_text()
+    text = text.replace('shape="2,4,3"', 'shape="3,4,3"').replace(
+        "<dim>2</dim>\n\t\t\t\t\t<dim>4</dim>", "<dim>3</dim>\n\t\t\t\t\t<dim>4</dim>"
+    )
+    xml.write_text(text)
+    with pytest.raises(B2SError, match=r"batch axis 0 is 3 in the data but 2 in the indices"):
+        b2s_onnx.convert_ir(xml)
+
+
+def test_split_of_a_dynamic_axis_matches_openvino(tmp_path):
+    data = o1.parameter([2, -1], F32, name="data")
+    parts = o1.split(data, c(1), 3)
+    model = ov.Model(
+        [o1.multiply(o, c(float(i + 1), F32)) for i, o in enumerate(parts.outputs())], [data]
+    )
+    xml = tmp_path / "split.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+    converted = b2s_onnx.convert_ir(xml)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    for width in (3, 12):
+        x = np.random.default_rng(width).standard_normal([2, width]).astype(F32)
+        ours = list(run_onnxruntime(converted, {"data": x}).values())
+        theirs = [np.asarray(compiled({"data": x})[o]) for o in compiled.outputs]
+        for mine, reference in zip(ours, theirs, strict=True):
+            assert mine.tobytes() == reference.tobytes()
+    with pytest.raises(Exception, match=r"(?i)split"):  # 7 does not divide by 3: both refuse
+        run_onnxruntime(converted, {"data": np.zeros([2, 7], F32)})

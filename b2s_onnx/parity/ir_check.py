@@ -3,7 +3,9 @@ it, onnx's reference evaluator on the converted graph before lowering, vs onnxru
 
 from __future__ import annotations
 
+import multiprocessing
 import os
+import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -79,6 +81,72 @@ def _run_openvino(
     return outputs
 
 
+def _start_method() -> str:
+    """forkserver where the platform has it: each run forks from a small server process
+    that has imported OpenVINO but started no threads (forking this process, whose
+    onnxruntime and OpenVINO thread pools may hold locks, could deadlock the child), and
+    costs milliseconds where spawning a fresh interpreter costs seconds."""
+    return "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+_CONTEXT: multiprocessing.context.BaseContext | None = None
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    global _CONTEXT
+    if _CONTEXT is None:
+        _CONTEXT = multiprocessing.get_context(_start_method())
+        if _CONTEXT.get_start_method() == "forkserver":
+            _CONTEXT.set_forkserver_preload(["openvino", __name__])
+    return _CONTEXT
+
+
+def _child(connection, target: Callable, args: tuple) -> None:
+    """Runs ``target(*args)`` and sends back ("ok", result), ("bad-input", message) or
+    ("error", first line)."""
+    try:
+        connection.send(("ok", target(*args)))
+    except B2SError as exc:
+        connection.send(("bad-input", str(exc)))
+    except Exception as exc:  # reported to the parent, which raises it
+        connection.send(("error", first_line(exc)))
+    finally:
+        connection.close()
+
+
+def run_isolated(target: Callable, *args, what: str = "OpenVINO's CPU plugin"):
+    """``target(*args)`` in a child process. OpenVINO can crash the process running it on
+    an IR it wrote itself (a segmentation fault compiling a TensorFlow NMS graph, found
+    here): in-process that kills ``check`` with a signal instead of one of its exit codes,
+    so the reference runs apart and a crash becomes a B2SError naming the signal."""
+    receiver, sender = _context().Pipe(duplex=False)
+    process = _context().Process(target=_child, args=(sender, target, args), daemon=True)
+    process.start()
+    sender.close()
+    try:
+        status, payload = receiver.recv()
+    except EOFError:
+        process.join()
+        code = process.exitcode
+        how = (
+            f"signal {signal.Signals(-code).name}"
+            if code is not None and code < 0 and -code in signal.valid_signals()
+            else f"exit code {code}"
+        )
+        raise B2SError(
+            f"{what} crashed ({how}) computing the reference; "
+            "--reference onnx checks the conversion without it"
+        ) from None
+    finally:
+        receiver.close()
+    process.join()
+    if status == "bad-input":
+        raise B2SError(payload)
+    if status == "error":
+        raise B2SError(f"reference openvino-cpu failed: {payload}")
+    return payload
+
+
 def check_ir(
     xml_path: str | os.PathLike,
     converted: onnx.ModelProto,
@@ -130,14 +198,13 @@ def check_ir(
             raise B2SError(
                 "--reference openvino needs the openvino package (pip install 'b2s-onnx[openvino]')"
             )
-        try:
-            expected = _run_openvino(
-                Path(xml_path), None if bin_path is None else Path(bin_path), feeds, names
-            )
-        except B2SError:
-            raise
-        except Exception as exc:
-            raise B2SError(f"reference openvino-cpu failed: {first_line(exc)}") from exc
+        expected = run_isolated(
+            _run_openvino,
+            Path(xml_path),
+            None if bin_path is None else Path(bin_path),
+            dict(feeds),
+            list(names),
+        )
         label = "openvino-cpu"
         detail = "OpenVINO's CPU plugin, INFERENCE_PRECISION_HINT=f32"
     elif reference == "onnx":

@@ -226,14 +226,25 @@ def strided_slice(ctx, layer, inputs):
 @converts("Gather", (7, 8), inputs=(3, 3), attrs={"batch_dims": Int(default=0)})
 def gather(ctx, layer, inputs):
     """OpenVINO gives zeros for an index out of range (Gather-1/7: outside [0, d); Gather-8:
-    outside [-d, d)) where ONNX's Gather fails at run time: those indices are masked."""
+    outside [-d, d)) where ONNX's Gather fails at run time: those indices are masked.
+    ``batch_dims`` b (Gather-7/8) pairs the first b axes of data and indices: the gathered
+    axis moves next to them and GatherND (batch_dims b) takes one index per position."""
     axis = int(ctx.require_value(layer, inputs[2], "axis").reshape(-1)[0])
-    if layer.version != "opset1" and layer.attrs["batch_dims"] != 0:
-        raise B2SError(f"{layer.where()}: batch_dims != 0 is not supported")
     rank = ctx.rank(layer, inputs[0])
     if not -rank <= axis < rank:
         raise B2SError(f"{layer.where()}: axis {axis} is out of range for rank {rank}")
     axis %= rank
+    batch = 0 if layer.version == "opset1" else layer.attrs["batch_dims"]
+    index_rank = 0
+    if batch:
+        index_rank = ctx.rank(layer, inputs[1])
+        batch = batch + index_rank if batch < 0 else batch
+        if not 0 <= batch <= min(index_rank, axis):
+            raise B2SError(
+                f"{layer.where()}: batch_dims {layer.attrs['batch_dims']} must be within "
+                f"[-{index_rank}, {index_rank}] and resolve to at most axis {axis}"
+            )
+        _check_batch_dims(ctx, layer, inputs, batch)
     size = ctx.shape(inputs[0])[axis]
     low = -size if size is not None and layer.version == "opset8" else 0
     indices, index_shape = ctx.value(inputs[1]), ctx.shape(inputs[1])
@@ -242,7 +253,11 @@ def gather(ctx, layer, inputs):
         indices = inputs[1]
         if ctx.type_of(indices) != TensorProto.INT32:  # ONNX takes int32/int64 indices only
             indices = ctx.int64(indices)
-        ctx.one("Gather", [inputs[0], indices], ctx.out(layer), axis=axis)
+        target = ctx.out(layer)
+        if batch:
+            _batched_gather(ctx, inputs[0], indices, axis, batch, rank, index_rank, target)
+        else:
+            ctx.one("Gather", [inputs[0], indices], target, axis=axis)
         return
     index = ctx.int64(inputs[1])
     valid = ctx.one(
@@ -253,12 +268,57 @@ def gather(ctx, layer, inputs):
         ],
     )
     safe = ctx.one("Where", [valid, index, _i64(ctx, "zero", 0)])
-    gathered = ctx.one("Gather", [inputs[0], safe], axis=axis)
-    outer = [*range(axis), *range(axis + len(index_shape), rank - 1 + len(index_shape))]
+    if batch:
+        gathered = _batched_gather(ctx, inputs[0], safe, axis, batch, rank, index_rank)
+    else:
+        gathered = ctx.one("Gather", [inputs[0], safe], axis=axis)
+    # valid covers the batch axes and the index axes; the data's other axes broadcast.
+    between = range(batch, axis)
+    after = range(axis + len(index_shape) - batch, rank - 1 + len(index_shape) - batch)
+    outer = [*between, *after]
     if outer:
         valid = ctx.one("Unsqueeze", [valid, _i64(ctx, "mask_axes", outer)])
     zero = ctx.const("zero", np.zeros((), NUMPY_OF_ONNX[ctx.type_of(inputs[0])]))
     ctx.one("Where", [valid, gathered, zero], ctx.out(layer))
+
+
+def _check_batch_dims(ctx, layer, inputs, batch: int) -> None:
+    """The first ``batch`` axes of data and indices must agree (OpenVINO does not
+    broadcast them)."""
+    data_shape, index_shape = ctx.shape(inputs[0]), ctx.shape(inputs[1])
+    if data_shape is None or index_shape is None:
+        return
+    for position in range(batch):
+        a, b = data_shape[position], index_shape[position]
+        if a is not None and b is not None and a != b:
+            raise B2SError(
+                f"{layer.where()}: batch axis {position} is {a} in the data but {b} in the "
+                f"indices; the first batch_dims={batch} axes must be equal"
+            )
+
+
+def _batched_gather(ctx, data, indices, axis, batch, rank, index_rank, target=None):
+    """Gather with ``batch_dims``: data ``[B.., P.., D, S..]`` (the gathered axis D after
+    the batch axes B and the axes P between) is transposed to ``[B.., D, P.., S..]``, GatherND
+    with batch_dims ``batch`` picks D for each index (``[B.., I.., P.., S..]``), and a
+    Transpose puts P before the index axes I, where OpenVINO's output has them."""
+    between = list(range(batch, axis))
+    if between:
+        perm = [*range(batch), axis, *between, *range(axis + 1, rank)]
+        data = ctx.one("Transpose", [data], perm=perm)
+    index = ctx.one("Unsqueeze", [indices, _i64(ctx, "last", [-1])])
+    index_axes = index_rank - batch
+    if not between or not index_axes:
+        return ctx.one("GatherND", [data, index], target, batch_dims=batch)
+    gathered = ctx.one("GatherND", [data, index], batch_dims=batch)
+    first_p = batch + index_axes
+    perm = [
+        *range(batch),
+        *range(first_p, first_p + len(between)),
+        *range(batch, first_p),
+        *range(first_p + len(between), rank - 1 + index_axes),
+    ]
+    return ctx.one("Transpose", [gathered], target, perm=perm)
 
 
 def _split(ctx, layer, data, axis, lengths):
@@ -319,9 +379,23 @@ def split(ctx, layer, inputs):
     axis = int(ctx.require_value(layer, inputs[1], "axis").reshape(-1)[0])
     parts = layer.attrs["num_splits"]
     shape = ctx.shape(inputs[0])
-    dim = None if shape is None else shape[axis]
-    if dim is None or dim % parts:
-        raise B2SError(f"{layer.where()}: axis {axis} must be static and divisible by {parts}")
+    if shape is None:
+        raise B2SError(f"{layer.where()}: the rank of the split input is unknown")
+    if not -len(shape) <= axis < len(shape):
+        raise B2SError(f"{layer.where()}: axis {axis} is out of range for rank {len(shape)}")
+    dim = shape[axis]
+    if dim is None:
+        # Equal parts of a dynamic axis: dim / parts each, computed at run time. A dim that
+        # does not divide leaves lengths that do not sum to it, which onnxruntime's Split
+        # rejects at run time, as OpenVINO rejects that input.
+        size = ctx.one("Gather", [ctx.one("Shape", [inputs[0]]), _i64(ctx, "axis", [axis])])
+        part = ctx.one("Div", [size, _i64(ctx, "parts", [parts])])
+        lengths = ctx.one("Expand", [part, _i64(ctx, "count", [parts])])
+        outputs = [ctx.out(layer, i) for i in range(parts)]
+        ctx.node("Split", [inputs[0], lengths], outputs, axis=axis)
+        return
+    if dim % parts:
+        raise B2SError(f"{layer.where()}: axis {axis} of size {dim} is not divisible by {parts}")
     _split(ctx, layer, inputs[0], axis, [dim // parts] * parts)
 
 
