@@ -131,6 +131,7 @@ _ARITY = {
             "Erf",
             "Softplus",
             "Softsign",
+            "Unique",
         ),
         1,
     ),

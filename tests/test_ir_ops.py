@@ -804,3 +804,45 @@ def test_split_of_a_dynamic_axis_matches_openvino(tmp_path):
             assert mine.tobytes() == reference.tobytes()
     with pytest.raises(Exception, match=r"(?i)split"):  # 7 does not divide by 3: both refuse
         run_onnxruntime(converted, {"data": np.zeros([2, 7], F32)})
+
+
+def test_gather_of_booleans_with_an_index_out_of_range_gives_false(tmp_path):
+    """A run-time index outside the axis zeroes the row: on booleans onnxruntime has no
+    Where kernel, so the masking runs widened (a Keras Masking -> LSTM body does this)."""
+
+    def build(data, index):
+        return o1.convert(o8.gather(o1.greater(data, c(0.0, F32)), index, c(0)), "f32")
+
+    feeds = {
+        "in0": np.asarray([[1.0, -1.0], [-2.0, 3.0], [4.0, 5.0]], F32),
+        "in1": np.asarray([2, -1, 3, -4, 0], np.int64),
+    }
+    pairs, _ = run_both(tmp_path, build, [[3, 2], [5]], [F32, I64], feeds=feeds)
+    for ours, theirs in pairs:
+        assert ours.tobytes() == theirs.tobytes()
+    np.testing.assert_array_equal(pairs[0][0], [[1, 1], [1, 1], [0, 0], [0, 0], [1, 0]])
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8, np.int16, np.uint16])
+def test_unique_of_integer_types_onnxruntime_lacks_runs_widened(tmp_path, dtype):
+    """onnxruntime's Unique takes f32/f64/i8/i64 only; the other integer types run as a
+    type holding all their values. sorted=true is compared with OpenVINO; first-seen
+    order with numpy (OpenVINO's CPU plugin gets it wrong, see docs/openvino.md)."""
+    values = np.asarray([7, 3, 7, 0, 3, 200, 0, 3], dtype)
+    for ordered in (True, False):
+        data = o1.parameter([8], dtype, name="data")
+        unique = ov.opset10.unique(data, sorted=ordered)
+        model = ov.Model(list(unique.outputs()), [data])
+        xml = tmp_path / f"unique_{ordered}.xml"
+        ov.save_model(model, xml, compress_to_fp16=False)
+        converted = b2s_onnx.convert_ir(xml)
+        ours = list(run_onnxruntime(converted, {"data": values}).values())
+        first = sorted(np.unique(values, return_index=True)[1])
+        expected = np.unique(values) if ordered else values[first]
+        assert ours[0].dtype == dtype
+        np.testing.assert_array_equal(ours[0], expected)
+        if ordered:
+            compiled = ov.Core().compile_model(xml, "CPU")
+            theirs = [np.asarray(compiled({"data": values})[o]) for o in compiled.outputs]
+            for mine, reference in zip(ours, theirs, strict=True):
+                np.testing.assert_array_equal(mine, reference)

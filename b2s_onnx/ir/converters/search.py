@@ -8,6 +8,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.kernel_types import NAME_OF_TYPE, cast, has_kernel, wider_type
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, ElementType
 from b2s_onnx.ir.weights import onnx_type
@@ -86,7 +87,8 @@ def search_sorted(ctx, layer, inputs):
 )
 def unique(ctx, layer, inputs):
     """ONNX Unique has the same four outputs (values, first indices, reverse indices,
-    counts), in sorted or first-seen order."""
+    counts), in sorted or first-seen order. onnxruntime's kernel takes f32/f64/i8/i64
+    only: other integer types run widened to one that holds all their values."""
     attrs = {"sorted": int(layer.attrs["sorted"])}
     if len(inputs) > 1:
         axis = ctx.require_value(layer, inputs[1], "the axis input").reshape(-1)
@@ -94,8 +96,20 @@ def unique(ctx, layer, inputs):
             raise B2SError(f"{layer.where()}: input 'axis' must hold one value, got {axis.size}")
         attrs["axis"] = int(axis[0])
     outputs = [ctx.tmp(f"unique{i}") for i in range(4)]
-    ctx.node("Unique", inputs[:1], outputs, **attrs)
-    ctx.one("Identity", [outputs[0]], ctx.out(layer, 0))
+    data, elem = inputs[0], ctx.type_of(inputs[0])
+    wide = None if has_kernel("Unique", elem, ctx.opset) else wider_type("Unique", elem, ctx.opset)
+    if wide is not None:  # a type that holds every value: same order, same equalities
+        data = cast(ctx, data, wide)
+    elif not has_kernel("Unique", elem, ctx.opset):
+        raise B2SError(
+            f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not supported "
+            "for Unique (onnxruntime has no kernel for it, and no wider type holds its values)"
+        )
+    ctx.node("Unique", [data], outputs, **attrs)
+    if wide is None:
+        ctx.one("Identity", [outputs[0]], ctx.out(layer, 0))
+    else:
+        ctx.one("Cast", [outputs[0]], ctx.out(layer, 0), to=elem)
     kinds = ["index_element_type", "index_element_type", "count_element_type"]
     for port, kind in enumerate(kinds, start=1):
         ctx.one("Cast", [outputs[port]], ctx.out(layer, port), to=onnx_type(layer.attrs[kind]))

@@ -8,6 +8,7 @@ from onnx import TensorProto
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
 from b2s_onnx.ir.converters._constants import int64s as _i64
+from b2s_onnx.ir.converters.kernel_types import emit
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType, Int, Ints
 from b2s_onnx.ir.converters.structural import STRUCTURAL
@@ -278,8 +279,9 @@ def gather(ctx, layer, inputs):
     outer = [*between, *after]
     if outer:
         valid = ctx.one("Unsqueeze", [valid, _i64(ctx, "mask_axes", outer)])
-    zero = ctx.const("zero", np.zeros((), NUMPY_OF_ONNX[ctx.type_of(inputs[0])]))
-    ctx.one("Where", [valid, gathered, zero], ctx.out(layer))
+    elem = ctx.type_of(inputs[0])
+    zero = ctx.const("zero", np.zeros((), NUMPY_OF_ONNX[elem]))
+    emit(ctx, layer, "Where", [valid, gathered, zero], ctx.out(layer), elem=elem)
 
 
 def _check_batch_dims(ctx, layer, inputs, batch: int) -> None:
