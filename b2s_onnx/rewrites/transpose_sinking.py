@@ -48,22 +48,25 @@ def _sinkable(index: GraphIndex, node: onnx.NodeProto, data: str, rank: int):
 #: MatMul's bias Add into Gemm).
 _ABSORBING = ("Conv", "ConvTranspose", "MatMul", "Gemm")
 NO_GAIN = (
-    "nothing before the Transpose folds the ops and no Transpose after it meets it: they "
-    "would only run in the other layout (for NHWC with 3 channels, 0.81 against 0.05 ms)"
+    "nothing before the Transpose folds the ops and no Transpose after it meets it: their "
+    "per-channel constants would only broadcast in the other layout (an NHWC 3-channel "
+    "image's Add took 0.81 ms against 0.03 ms)"
 )
 
 
-def _worth_it(index: GraphIndex, node: onnx.NodeProto, last: onnx.NodeProto) -> bool:
-    """Moving ``node`` below ``last`` pays when its producer can absorb the ops or the
-    moved Transpose meets another one. Otherwise the ops run on the transposed layout for
-    nothing, and can get slower: on a graph input an NHWC 3-channel image's per-channel
-    Add broadcasts over a 3-wide innermost axis (EfficientNet's input normalization,
-    which OpenVINO had already put after the Transpose)."""
+def _worth_it(index: GraphIndex, node: onnx.NodeProto, chain) -> bool:
+    """Moving ``node`` past ``chain`` pays when its producer can absorb the ops or the moved
+    Transpose meets another one; unary ops and scalar operands cost the same in either
+    layout. A per-channel constant otherwise only changes layout for nothing, and can get
+    slower: on an NHWC 3-channel image it broadcasts over a 3-wide innermost axis
+    (EfficientNet's input normalization, which OpenVINO had put after the Transpose)."""
     producer = index.producer.get(node.input[0])
     if producer is not None and producer.op_type in _ABSORBING:
         return producer.domain in ("", "ai.onnx")
-    reader = index.only_consumer(last.output[0])
-    return reader is not None and reader.op_type == "Transpose"
+    reader = index.only_consumer(chain[-1][0].output[0])
+    if reader is not None and reader.op_type == "Transpose":
+        return True
+    return all(value is None or value.size == 1 for _, value, _ in chain)
 
 
 class TransposeSinking:
@@ -91,7 +94,7 @@ class TransposeSinking:
             current = reader.output[0]
         if not chain or not index.is_free([node, *(op for op, _, _ in chain)]):
             return None
-        if not _worth_it(index, node, chain[-1][0]):
+        if not _worth_it(index, node, chain):
             return Declined(self.name, node.name, NO_GAIN)
         index.claim([node, *(op for op, _, _ in chain)])
         replacements = []
