@@ -744,11 +744,14 @@ BATCHED_GATHERS = {
 }
 
 
+@pytest.mark.parametrize("index_type", [I64, np.int32])
 @pytest.mark.parametrize("case", BATCHED_GATHERS)
-def test_gather_with_batch_dims_matches_openvino(tmp_path, case):
+def test_gather_with_batch_dims_matches_openvino(tmp_path, case, index_type):
     module, shape, indices, axis, batch_dims = BATCHED_GATHERS[case]
     pairs, converted = run_both(
-        tmp_path, lambda a: module.gather(a, c(indices), c(axis), batch_dims), [shape]
+        tmp_path,
+        lambda a: module.gather(a, c(indices, index_type), c(axis), batch_dims),
+        [shape],
     )
     assert "GatherND" in {n.op_type for n in converted.graph.node}
     for ours, theirs in pairs:

@@ -252,7 +252,8 @@ def gather(ctx, layer, inputs):
     in_range = indices is not None and bool(((indices >= low) & (indices < (size or 0))).all())
     if size is None or index_shape is None or in_range:
         indices = inputs[1]
-        if ctx.type_of(indices) != TensorProto.INT32:  # ONNX takes int32/int64 indices only
+        # Gather takes int32/int64 indices, GatherND (batch_dims) int64 only.
+        if batch or ctx.type_of(indices) != TensorProto.INT32:
             indices = ctx.int64(indices)
         target = ctx.out(layer)
         if batch:
