@@ -114,7 +114,7 @@ def _child(connection, target: Callable, args: tuple) -> None:
         connection.close()
 
 
-def run_isolated(target: Callable, *args, what: str = "OpenVINO's CPU plugin"):
+def run_isolated(target: Callable, *args):
     """``target(*args)`` in a child process. OpenVINO can crash the process running it on
     an IR it wrote itself (a segmentation fault compiling a TensorFlow NMS graph, found
     here): in-process that kills ``check`` with a signal instead of one of its exit codes,
@@ -134,7 +134,7 @@ def run_isolated(target: Callable, *args, what: str = "OpenVINO's CPU plugin"):
             else f"exit code {code}"
         )
         raise B2SError(
-            f"{what} crashed ({how}) computing the reference; "
+            f"OpenVINO's CPU plugin crashed ({how}) computing the reference; "
             "--reference onnx checks the conversion without it"
         ) from None
     finally:

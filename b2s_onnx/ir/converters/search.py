@@ -97,14 +97,17 @@ def unique(ctx, layer, inputs):
         attrs["axis"] = int(axis[0])
     outputs = [ctx.tmp(f"unique{i}") for i in range(4)]
     data, elem = inputs[0], ctx.type_of(inputs[0])
-    wide = None if has_kernel("Unique", elem, ctx.opset) else wider_type("Unique", elem, ctx.opset)
-    if wide is not None:  # a type that holds every value: same order, same equalities
+    wide = None
+    if not has_kernel("Unique", elem, ctx.opset):
+        # A type that holds every value: the same order, the same equalities.
+        wide = wider_type("Unique", elem, ctx.opset)
+        if wide is None:
+            raise B2SError(
+                f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not "
+                "supported for Unique (onnxruntime has no kernel for it, and no wider type "
+                "holds its values)"
+            )
         data = cast(ctx, data, wide)
-    elif not has_kernel("Unique", elem, ctx.opset):
-        raise B2SError(
-            f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not supported "
-            "for Unique (onnxruntime has no kernel for it, and no wider type holds its values)"
-        )
     ctx.node("Unique", [data], outputs, **attrs)
     if wide is None:
         ctx.one("Identity", [outputs[0]], ctx.out(layer, 0))
