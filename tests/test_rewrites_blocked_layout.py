@@ -1,7 +1,9 @@
 """Rewrites that keep tensors in onnxruntime's blocked channel layout (NCHWc): per-channel
 PReLU as blocked depthwise scalings, zero channel padding of a shortcut as a Concat of a
-split convolution. Each fires only where the layout holds, keeps the outputs bit-exact as a
-graph, and leaves onnxruntime's optimized graph without a reorder around the pattern."""
+split convolution, a convolution of a channel Concat as a sum of convolutions. Each fires
+only where the layout holds, keeps the outputs bit-exact as a graph (or within rounding,
+where it sums in another order), and leaves onnxruntime's optimized graph without a
+reorder around the pattern."""
 
 from __future__ import annotations
 
@@ -278,7 +280,8 @@ def test_channel_padding_off_the_block_size_is_declined_with_the_reason():
 
 def _layout_graph():
     """Conv -> Relu -> MaxPool -> Identity, Concat with a second Conv, a nearest and a
-    linear 2x Resize by scales, the linear one by sizes too, a per-channel Mul and Add by
+    linear 2x Resize by scales, the linear one by sizes too (of two axes, of all four), a
+    per-channel Mul and Add by
     constants, a Conv on 24 input channels, and an Erf (no blocked kernel)."""
     rng = np.random.default_rng(0)
     constants = {
@@ -289,6 +292,7 @@ def _layout_graph():
         "k": np.full([1, 32, 1, 1], 0.5, np.float32),
         "two": np.asarray([1, 1, 2, 2], np.float32),
         "sizes": np.asarray([8, 8], np.int64),
+        "sizes4": np.asarray([1, 32, 8, 8], np.int64),
     }
     nodes = [
         helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
@@ -309,6 +313,7 @@ def _layout_graph():
         helper.make_node(
             "Resize", ["cat", "", "", "sizes"], ["lin_sizes"], mode="linear", axes=[2, 3]
         ),
+        helper.make_node("Resize", ["cat", "", "", "sizes4"], ["lin_sizes4"], mode="linear"),
         helper.make_node("Mul", ["cat", "k"], ["scaled"]),
         helper.make_node("Add", ["cat", "k"], ["shifted"]),
         helper.make_node("Erf", ["cat"], ["erf"]),
@@ -318,7 +323,7 @@ def _layout_graph():
     model = _model(nodes, constants, [1, 3, 8, 8])
     model.graph.output.extend(
         helper.make_tensor_value_info(n, TensorProto.FLOAT, None)
-        for n in ("lin", "lin_sizes", "scaled", "shifted", "erf")
+        for n in ("lin", "lin_sizes", "lin_sizes4", "scaled", "shifted", "erf")
     )
     return model
 
@@ -331,7 +336,8 @@ LAYOUT = {
     "cat": True,  # channel Concat of two blocked, aligned tensors
     "near": True,  # nearest, asymmetric, floor, whole scales
     "lin": True,  # linear, half_pixel, whole scales
-    "lin_sizes": False,  # the same given as sizes: onnxruntime 1.31 leaves it NCHW
+    "lin_sizes": False,  # the same given as sizes of two axes: onnxruntime 1.31 leaves it NCHW
+    "lin_sizes4": True,  # ... but sizes of all four axes, whole factors, it blocks
     "scaled": True,  # Mul by a per-channel constant: a blocked depthwise 1x1 Conv
     "shifted": False,  # Add of a constant: no blocked form
     "erf": False,
@@ -356,7 +362,7 @@ def test_onnxruntime_lays_the_graph_out_as_the_predicate_says(tmp_path):
     path = tmp_path / "optimized.onnx"
     _session(_layout_graph(), ort.GraphOptimizationLevel.ORT_ENABLE_ALL, path)
     produced = {out: n for n in onnx.load(path).graph.node for out in n.output}
-    for name in ("lin", "lin_sizes", "scaled", "shifted", "erf", "y"):
+    for name in ("lin", "lin_sizes", "lin_sizes4", "scaled", "shifted", "erf", "y"):
         from_blocked = produced[name].op_type == "ReorderOutput"
         assert from_blocked == LAYOUT[name], name
 
@@ -600,3 +606,325 @@ def test_a_scale_shift_with_a_non_finite_scale_declines_with_the_reason():
     assert [d.reason for d in report.declined if d.rewrite == "scale-shift-as-batchnorm"] == [
         "a scale is not finite"
     ]
+
+
+# -- concat-as-conv-sum ----------------------------------------------------------------------
+
+
+def _concat_then_conv(
+    widths=(16, 32),
+    after="bias-add",
+    readers=1,
+    other_reader=None,
+    group=1,
+    stride=2,
+    as_output=False,
+):
+    """Blocked branches (Conv -> Relu from x[16]) of ``widths`` channels, concatenated over
+    channels and read by ``readers`` 3x3 Convs of 32 channels (and ``other_reader``). The
+    first Conv's bias: an input (``after`` "bias-input"), an Add after it ("bias-add"), or
+    none with a residual added: a blocked Conv ("residual") or its negation
+    ("unblocked-residual": Neg has no blocked kernel)."""
+    rng = np.random.default_rng(7)
+    total = sum(widths)
+    constants: dict[str, np.ndarray] = {}
+    nodes = []
+    for k, width in enumerate(widths):
+        constants[f"wb{k}"] = (rng.standard_normal([width, 16, 3, 3]) * 0.3).astype(np.float32)
+        nodes += [
+            helper.make_node("Conv", ["x", f"wb{k}"], [f"c{k}"], pads=[1] * 4),
+            helper.make_node("Relu", [f"c{k}"], [f"part{k}"]),
+        ]
+    nodes.append(
+        helper.make_node("Concat", [f"part{k}" for k in range(len(widths))], ["cat"], axis=1)
+    )
+    outputs = []
+    for r in range(readers):
+        constants[f"w{r}"] = (rng.standard_normal([32, total // group, 3, 3]) * 0.1).astype(
+            np.float32
+        )
+        constants[f"b{r}"] = rng.standard_normal([32]).astype(np.float32)
+        conv = {"pads": [1] * 4, "strides": [stride] * 2, "group": group}
+        if r == 0 and after == "bias-input":
+            nodes.append(helper.make_node("Conv", ["cat", "w0", "b0"], ["o0"], **conv))
+        else:
+            nodes.append(helper.make_node("Conv", ["cat", f"w{r}"], [f"conv{r}"], **conv))
+            if r == 0 and after in ("residual", "unblocked-residual"):
+                constants["wr"] = (rng.standard_normal([32, 16, 1, 1]) * 0.3).astype(np.float32)
+                strides = [stride] * 2
+                nodes.append(helper.make_node("Conv", ["x", "wr"], ["res"], strides=strides))
+                residual = "res"
+                if after == "unblocked-residual":  # Neg has no blocked kernel
+                    nodes.append(helper.make_node("Neg", ["res"], ["negated"]))
+                    residual = "negated"
+                nodes.append(helper.make_node("Add", [f"conv{r}", residual], [f"o{r}"]))
+            else:
+                constants[f"b{r}"] = constants[f"b{r}"].reshape(1, 32, 1, 1)
+                nodes.append(helper.make_node("Add", [f"conv{r}", f"b{r}"], [f"o{r}"]))
+        outputs.append(f"o{r}")
+    if other_reader == "MaxPool":
+        nodes.append(helper.make_node("MaxPool", ["cat"], ["pooled"], kernel_shape=[2, 2]))
+        outputs.append("pooled")
+    joined = outputs[0]
+    for k, name in enumerate(outputs[1:]):
+        nodes.append(helper.make_node("ReduceMean", [name], [f"m{k}"], keepdims=1))
+        nodes.append(helper.make_node("Add", [joined, f"m{k}"], [f"j{k}"]))
+        joined = f"j{k}"
+    nodes.append(helper.make_node("Relu", [joined], ["y"]))
+    model = _model(nodes, constants, [1, 16, 20, 18])
+    if as_output:
+        cat = helper.make_tensor_value_info("cat", TensorProto.FLOAT, [None] * 4)
+        model.graph.output.append(cat)
+    return model
+
+
+def _concat_fired(report) -> list[str]:
+    return [f.detail for f in report.fired if f.rewrite == "concat-as-conv-sum"]
+
+
+def _concat_declined(report) -> list[str]:
+    return [d.reason for d in report.declined if d.rewrite == "concat-as-conv-sum"]
+
+
+@pytest.mark.parametrize(
+    ("widths", "after", "readers"),
+    [
+        ((16, 32), "bias-add", 1),
+        ((16, 32), "bias-input", 1),
+        ((32, 16, 16), "residual", 1),
+        ((16, 16), "unblocked-residual", 1),
+        ((16, 32), "bias-add", 2),
+    ],
+)
+def test_a_conv_of_a_blocked_concat_becomes_a_sum_of_convs_within_rounding(
+    widths, after, readers, tmp_path
+):
+    model = _concat_then_conv(widths, after, readers)
+    report, rewritten = _rewrite(model)
+    assert _concat_fired(report) == [f"{len(widths)} parts into {readers} convolution(s)"]
+    assert not next(f for f in report.fired if f.rewrite == "concat-as-conv-sum").exact
+    ops = collections.Counter(n.op_type for n in rewritten.graph.node)
+    assert ops["Concat"] == 0
+    assert ops["Conv"] == len(widths) * (1 + readers) + (after.endswith("residual"))
+    feeds = _feeds(model, special=False)
+    _close_at_both_levels(rewritten, model, feeds, rtol=1e-5)
+    # An unblocked residual stays an Add after the sum of the parts.
+    assert report.absorbed["cat"] == ("conv0" if after == "unblocked-residual" else "o0")
+    if not _blocked_layout_available(tmp_path):
+        return
+    before, optimized = _optimized_ops(model, tmp_path), _optimized_ops(rewritten, tmp_path)
+    assert optimized[("com.microsoft.nchwc", "Concat")] + optimized[("", "Concat")] == 0
+    # onnxruntime folds every sum into the convolution after it: no Add of the parts is
+    # left, and no reorder was added.
+    adds = [k for k in set(optimized) | set(before) if k[1] in ("Add", "Sum")]
+    assert sum(optimized[k] for k in adds) <= sum(before[k] for k in adds), optimized
+    reorders = [k for k in optimized if k[1].startswith("Reorder")]
+    assert sum(optimized[k] for k in reorders) <= sum(before[k] for k in reorders)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"widths": (8, 16)}, "blocked layout in whole channel blocks"),
+        ({"other_reader": "MaxPool"}, "the Concat is also read by a MaxPool"),
+        ({"as_output": True}, "the Concat is a graph output"),
+        ({"widths": (16, 16), "group": 2}, "a grouped convolution reads the Concat"),
+    ],
+)
+def test_a_concat_that_must_stay_declines_with_the_reason(kwargs, reason):
+    report, rewritten = _rewrite(_concat_then_conv(**kwargs))
+    assert not _concat_fired(report)
+    assert len(_concat_declined(report)) == 1
+    assert reason in _concat_declined(report)[0]
+    assert "Concat" in [n.op_type for n in rewritten.graph.node]
+
+
+def test_a_concat_not_read_by_a_conv_or_not_over_channels_is_not_a_match():
+    rng = np.random.default_rng(3)
+    constants = {"w": rng.standard_normal([16, 16, 1, 1]).astype(np.float32)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["a"]),
+        helper.make_node("Relu", ["a"], ["b"]),
+        helper.make_node("Concat", ["a", "b"], ["wide"], axis=3),
+        helper.make_node("MaxPool", ["wide"], ["y"], kernel_shape=[1, 1]),
+    ]
+    report, rewritten = _rewrite(_model(nodes, constants, [1, 16, 6, 6]))
+    assert not _concat_fired(report)
+    assert not _concat_declined(report)
+    assert "Concat" in [n.op_type for n in rewritten.graph.node]
+
+
+# -- resize-sizes-as-scales -------------------------------------------------------------------
+
+
+def _resize_by_sizes(
+    channels=16,
+    mode="linear",
+    coordinates="align_corners",
+    factors=(2, 3),
+    axes=True,
+    producer="Conv",
+    nearest_mode="floor",
+):
+    """x -> ``producer`` (a 1x1 Conv: blocked; or Neg: not) -> Resize by output sizes
+    (``axes`` [2, 3], else all four sizes) -> 1x1 Conv."""
+    rng = np.random.default_rng(11)
+    height, width = 40, 34  # above resize-as-matmul's sides
+    out = [height * factors[0], width * factors[1]]
+    constants = {
+        "w1": (rng.standard_normal([channels, 16, 1, 1]) * 0.3).astype(np.float32),
+        "w2": (rng.standard_normal([16, channels, 1, 1]) * 0.3).astype(np.float32),
+        "sizes": np.asarray(out if axes else [1, channels, *out], np.int64),
+    }
+    first = (
+        helper.make_node("Conv", ["x", "w1"], ["a"])
+        if producer == "Conv"
+        else helper.make_node("Neg", ["x"], ["a"])
+    )
+    attributes = {"mode": mode, "coordinate_transformation_mode": coordinates}
+    if mode == "nearest":
+        attributes["nearest_mode"] = nearest_mode
+    if axes:
+        attributes["axes"] = [2, 3]
+    nodes = [
+        first,
+        helper.make_node("Resize", ["a", "", "", "sizes"], ["b"], name="up", **attributes),
+        helper.make_node("Conv", ["b", "w2"], ["y"]),
+    ]
+    shape = [1, 16 if producer == "Conv" else channels, height, width]
+    return _model(nodes, constants, shape)
+
+
+def _resize_fired(report) -> list[str]:
+    return [f.detail for f in report.fired if f.rewrite == "resize-sizes-as-scales"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "detail"),
+    [
+        ({}, "linear x2x3"),
+        ({"coordinates": "half_pixel", "factors": (2, 2)}, "linear x2x2"),
+        ({"coordinates": "asymmetric", "channels": 24}, "linear x2x3"),
+        ({"mode": "nearest", "coordinates": "asymmetric", "factors": (3, 1)}, "nearest x3x1"),
+    ],
+)
+def test_an_upsampling_by_sizes_on_a_blocked_tensor_takes_scales(kwargs, detail, tmp_path):
+    model = _resize_by_sizes(**kwargs)
+    report, rewritten = _rewrite(model)
+    assert _resize_fired(report) == [detail]
+    resize = next(n for n in rewritten.graph.node if n.op_type == "Resize")
+    assert len(resize.input) == 3
+    assert resize.input[2]
+    assert "axes" not in [a.name for a in resize.attribute]
+    feeds = _feeds(model, special=False)
+    # The same coordinates: the same bits in onnxruntime's NCHW kernel.
+    level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    _same_values(_run(model, level, feeds), _run(rewritten, level, feeds))
+    _close_at_both_levels(rewritten, model, feeds, rtol=1e-5)
+    if _blocked_layout_available(tmp_path):
+
+        def reorders(ops):
+            return sum(n for (_, op), n in ops.items() if op.startswith("Reorder"))
+
+        before, optimized = _optimized_ops(model, tmp_path), _optimized_ops(rewritten, tmp_path)
+        assert optimized[("com.microsoft.nchwc", "Upsample")] == 1, optimized
+        # The reorders out of and back into the blocked layout around the Resize are gone.
+        assert reorders(optimized) == reorders(before) - 2, (before, optimized)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"channels": 4}, "fewer channels than a block"),  # 8-15 get padded to 16
+        ({"producer": "Neg"}, "not in onnxruntime's blocked layout"),
+    ],
+)
+def test_an_upsampling_that_would_not_gain_declines_with_the_reason(kwargs, reason):
+    report, rewritten = _rewrite(_resize_by_sizes(**kwargs))
+    assert not _resize_fired(report)
+    declined = [d.reason for d in report.declined if d.rewrite == "resize-sizes-as-scales"]
+    assert len(declined) == 1
+    assert reason in declined[0]
+    resize = next(n for n in rewritten.graph.node if n.op_type == "Resize")
+    assert resize.input[3] == "sizes"
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"coordinates": "pytorch_half_pixel"},  # no blocked kernel for it
+        {"mode": "nearest", "coordinates": "asymmetric", "nearest_mode": "round_prefer_floor"},
+        {"mode": "cubic"},
+        {"axes": False},  # sizes of all four axes: onnxruntime blocks it as it is
+    ],
+)
+def test_resizes_onnxruntime_does_not_block_are_left_alone(kwargs):
+    report, _ = _rewrite(_resize_by_sizes(**kwargs))
+    assert not _resize_fired(report)
+    assert not [d for d in report.declined if d.rewrite == "resize-sizes-as-scales"]
+
+
+def _resize_by_own_shape(spelling="float", factors=(1, 1, 2, 4), shared=False, dynamic=True):
+    """x (a dynamic batch) -> 1x1 Conv -> Resize, nearest asymmetric floor, to sizes
+    computed from its input's own shape times ``factors`` (OpenVINO's Paddle frontend)."""
+    rng = np.random.default_rng(12)
+    constants = {"w": (rng.standard_normal([16, 16, 1, 1]) * 0.3).astype(np.float32)}
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["a"]),
+        helper.make_node("Shape", ["a"], ["shape"]),
+    ]
+    if spelling == "float":
+        constants["f"] = np.asarray(factors, np.float32)
+        nodes += [
+            helper.make_node("Cast", ["shape"], ["shape_f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", ["shape_f", "f"], ["sizes_f"]),
+            helper.make_node("Cast", ["sizes_f"], ["sizes"], to=TensorProto.INT64),
+        ]
+    else:
+        constants["f"] = np.asarray(factors, np.int64)
+        nodes.append(helper.make_node("Mul", ["f", "shape"], ["sizes"]))
+    nodes.append(
+        helper.make_node(
+            "Resize",
+            ["a", "", "", "sizes"],
+            ["y"],
+            name="up",
+            mode="nearest",
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+            axes=[0, 1, 2, 3],
+        )
+    )
+    model = _model(nodes, constants, [1, 16, 6, 5])
+    if dynamic:
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    if shared:
+        model.graph.output.append(helper.make_tensor_value_info("sizes", TensorProto.INT64, [4]))
+    return model
+
+
+@pytest.mark.parametrize("spelling", ["float", "int64"])
+def test_sizes_computed_from_the_inputs_own_shape_become_its_whole_factors(spelling):
+    model = _resize_by_own_shape(spelling)
+    report, rewritten = _rewrite(model)
+    assert _resize_fired(report) == ["nearest x2x4"]
+    assert [n.op_type for n in rewritten.graph.node] == ["Conv", "Resize"]
+    assert onnx.shape_inference.infer_shapes(rewritten).graph.output[0].type.tensor_type.shape
+    feeds = {"x": np.random.default_rng(0).standard_normal([3, 16, 6, 5]).astype(np.float32)}
+    level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    _same_values(_run(model, level, feeds), _run(rewritten, level, feeds))
+    _close_at_both_levels(rewritten, model, feeds, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"factors": (2, 1, 2, 2)},  # the batch resized too
+        {"factors": (1, 1, 1.5, 2)},  # not a whole factor
+        {"shared": True},  # the sizes are read elsewhere
+    ],
+)
+def test_sizes_computed_otherwise_are_left_alone(kwargs):
+    report, rewritten = _rewrite(_resize_by_own_shape(**kwargs))
+    assert not _resize_fired(report)
+    assert "Shape" in [n.op_type for n in rewritten.graph.node]

@@ -20,6 +20,7 @@ from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.average_pool_in_float import AveragePoolInFloat
 from b2s_onnx.rewrites.channel_padding_as_concat import ChannelPaddingAsConcat
+from b2s_onnx.rewrites.concat_as_conv_sum import ConcatAsConvSum
 from b2s_onnx.rewrites.concat_before_dequantize import ConcatBeforeDequantize
 from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
@@ -44,6 +45,7 @@ from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
 from b2s_onnx.rewrites.residual_add_as_sum import ResidualAddAsSum
 from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
+from b2s_onnx.rewrites.resize_sizes_as_scales import ResizeSizesAsScales
 from b2s_onnx.rewrites.scale_shift_as_batchnorm import ScaleShiftAsBatchNorm
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
@@ -81,6 +83,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ScaleShiftAsBatchNorm(),
     PadChannelsToBlock(),
     ResizeAsMatMul(),
+    ResizeSizesAsScales(),
+    ConcatAsConvSum(),
     PerAxisQuantizeGuard(),
 )
 

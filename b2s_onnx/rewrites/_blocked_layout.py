@@ -172,9 +172,9 @@ def _per_channel_scaling(index: GraphIndex, node: onnx.NodeProto) -> str | None:
 
 
 def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
-    """onnxruntime 1.31's blocked Upsample (checked in its optimized graph): constant whole
-    scales on H and W; nearest asymmetric/floor, or linear half_pixel, align_corners or
-    asymmetric."""
+    """onnxruntime 1.31's blocked Upsample (checked in its optimized graph): whole factors on
+    H and W, given as constant scales or as constant sizes of all four axes (not of
+    some ``axes``); nearest asymmetric/floor, or linear half_pixel, align_corners or asymmetric."""
     mode = index.text(node, "mode", "nearest")
     coordinates = index.text(node, "coordinate_transformation_mode", "half_pixel")
     if mode == "nearest":
@@ -182,12 +182,33 @@ def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
             return False
     elif mode != "linear" or coordinates not in ("half_pixel", "align_corners", "asymmetric"):
         return False
+    if len(node.input) == 4 and node.input[3] and not (len(node.input) > 2 and node.input[2]):
+        return _whole_factor_sizes(index, node)
     if len(node.input) != 3 or not node.input[2]:
         return False
     scales = index.constant(node.input[2])
     if scales is None or scales.shape != (4,):
         return False
     return bool(scales[0] == 1 and scales[1] == 1 and all(s >= 1 and s == int(s) for s in scales))
+
+
+def _whole_factor_sizes(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """Constant sizes of all four axes that keep N and C and multiply H and W by whole
+    factors of the (static) input."""
+    sizes = index.constant(node.input[3])
+    shape = index.info(node.input[0]).shape
+    if sizes is None or sizes.shape != (4,) or shape is None or None in shape:
+        return False
+    axes = index.attribute(node, "axes")
+    if axes is not None and [int(a) % 4 for a in axes] != [0, 1, 2, 3]:
+        return False
+    if index.text(node, "keep_aspect_ratio_policy", "stretch") != "stretch":
+        return False
+    keeps = int(sizes[0]) == shape[0] and int(sizes[1]) == shape[1]
+    return keeps and all(
+        size > 0 and int(out) >= size and int(out) % size == 0
+        for out, size in zip(sizes[2:], shape[2:], strict=True)
+    )
 
 
 def _spelled_prelu_data(index: GraphIndex, node: onnx.NodeProto) -> str | None:
