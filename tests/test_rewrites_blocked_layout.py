@@ -908,6 +908,7 @@ def test_sizes_computed_from_the_inputs_own_shape_become_its_whole_factors(spell
     model = _resize_by_own_shape(spelling)
     report, rewritten = _rewrite(model)
     assert _resize_fired(report) == ["nearest x2x4"]
+    assert report.fired[-1].exact
     assert [n.op_type for n in rewritten.graph.node] == ["Conv", "Resize"]
     assert onnx.shape_inference.infer_shapes(rewritten).graph.output[0].type.tensor_type.shape
     feeds = {"x": np.random.default_rng(0).standard_normal([3, 16, 6, 5]).astype(np.float32)}

@@ -182,7 +182,7 @@ def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
             return False
     elif mode != "linear" or coordinates not in ("half_pixel", "align_corners", "asymmetric"):
         return False
-    if len(node.input) == 4 and node.input[3] and not (len(node.input) > 2 and node.input[2]):
+    if len(node.input) == 4 and node.input[3] and not node.input[2]:
         return _whole_factor_sizes(index, node)
     if len(node.input) != 3 or not node.input[2]:
         return False

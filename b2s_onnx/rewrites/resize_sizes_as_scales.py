@@ -99,7 +99,10 @@ class ResizeSizesAsScales:
             a for a in node.attribute if a.name not in ("axes", "keep_aspect_ratio_policy")
         )
         index.replace(matched, [resized])
-        return Fired(self.name, node.name, f"{mode} x{factors[0]}x{factors[1]}")
+        # Nearest copies values whichever kernel runs it; linear interpolates in the blocked
+        # kernel's own arithmetic.
+        detail = f"{mode} x{factors[0]}x{factors[1]}"
+        return Fired(self.name, node.name, detail, exact=mode == "nearest")
 
 
 def _whole(values: np.ndarray) -> bool:
