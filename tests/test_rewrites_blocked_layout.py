@@ -739,6 +739,32 @@ def test_a_concat_that_must_stay_declines_with_the_reason(kwargs, reason):
     assert "Concat" in [n.op_type for n in rewritten.graph.node]
 
 
+def test_two_reading_convs_added_together_share_one_sum_of_parts():
+    """Add(Conv_0(cat), Conv_1(cat)): the Add is each Conv's residual; one of them takes it."""
+    rng = np.random.default_rng(4)
+    constants = {
+        "wa": (rng.standard_normal([16, 16, 3, 3]) * 0.3).astype(np.float32),
+        "wb": (rng.standard_normal([16, 16, 3, 3]) * 0.3).astype(np.float32),
+        "w0": (rng.standard_normal([32, 32, 1, 1]) * 0.2).astype(np.float32),
+        "w1": (rng.standard_normal([32, 32, 1, 1]) * 0.2).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "wa"], ["a"], pads=[1] * 4),
+        helper.make_node("Conv", ["x", "wb"], ["b"], pads=[1] * 4),
+        helper.make_node("Concat", ["a", "b"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "w0"], ["c0"]),
+        helper.make_node("Conv", ["cat", "w1"], ["c1"]),
+        helper.make_node("Add", ["c0", "c1"], ["y"]),
+    ]
+    model = _model(nodes, constants, [1, 16, 10, 12])
+    report, rewritten = _rewrite(model)
+    assert _concat_fired(report) == ["2 parts into 2 convolution(s)"]
+    ops = collections.Counter(n.op_type for n in rewritten.graph.node)
+    assert ops["Concat"] == 0
+    assert ops["Add"] == 3  # two parts' sums, the residual starting one of them
+    _close_at_both_levels(rewritten, model, _feeds(model, special=False), rtol=1e-5)
+
+
 def test_a_concat_not_read_by_a_conv_or_not_over_channels_is_not_a_match():
     rng = np.random.default_rng(3)
     constants = {"w": rng.standard_normal([16, 16, 1, 1]).astype(np.float32)}

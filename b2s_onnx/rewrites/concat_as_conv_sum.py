@@ -68,16 +68,19 @@ class ConcatAsConvSum:
                 return Declined(self.name, node.name, plan)
             plans.append(plan)
         widths = [channels(index, name) for name in node.input]
-        if None in widths or sum(widths) != plans[0].weights.shape[1]:
+        if None in widths:
             return Declined(self.name, node.name, "the parts' channel counts are unknown")
+        if any(plan.weights.shape[1] != sum(widths) for plan in plans):
+            return None  # weights that do not fit the Concat: not a graph to rewrite
         if any(w % BLOCK for w in widths) or not all(is_blocked(index, n) for n in node.input):
             return Declined(
                 self.name,
                 node.name,
                 "a part is not in onnxruntime's blocked layout in whole channel blocks",
             )
+        taken = {id(plan.conv) for plan in plans}
         for plan in plans:
-            self._take_bias_or_residual(index, plan)
+            self._take_bias_or_residual(index, plan, taken)
         matched = [node] + [n for plan in plans for n in plan.matched]
         if not index.is_free(matched):
             return None
@@ -115,12 +118,16 @@ class ConcatAsConvSum:
         return plan
 
     @staticmethod
-    def _take_bias_or_residual(index: GraphIndex, plan: _Plan) -> None:
+    def _take_bias_or_residual(index: GraphIndex, plan: _Plan, taken: set[int]) -> None:
         """Absorbs the Add after the Conv when it adds a per-channel bias (and the Conv has
-        none) or a blocked residual of the Conv's own shape."""
+        none) or a blocked residual of the Conv's own shape; ``taken`` (ids of the nodes the
+        plans replace) keeps an Add of two reading Convs from being absorbed twice."""
         add = index.only_consumer(plan.output)
         if add is None or add.op_type != "Add" or add.domain not in STANDARD:
             return
+        if id(add) in taken:
+            return
+        taken.add(id(add))
         other = add.input[1] if add.input[0] == plan.output else add.input[0]
         if other == plan.output:
             return
