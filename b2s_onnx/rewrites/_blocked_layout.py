@@ -171,16 +171,21 @@ def _per_channel_scaling(index: GraphIndex, node: onnx.NodeProto) -> str | None:
     return None
 
 
-def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
-    """onnxruntime 1.31's blocked Upsample (checked in its optimized graph): whole factors on
-    H and W, given as constant scales or as constant sizes of all four axes (not of
-    some ``axes``); nearest asymmetric/floor, or linear half_pixel, align_corners or asymmetric."""
+def upsample_mode_is_blocked(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """Whether a Resize's modes are ones onnxruntime 1.31's blocked Upsample computes:
+    nearest asymmetric/floor, or linear half_pixel, align_corners or asymmetric."""
     mode = index.text(node, "mode", "nearest")
     coordinates = index.text(node, "coordinate_transformation_mode", "half_pixel")
     if mode == "nearest":
-        if coordinates != "asymmetric" or index.text(node, "nearest_mode", "") != "floor":
-            return False
-    elif mode != "linear" or coordinates not in ("half_pixel", "align_corners", "asymmetric"):
+        return coordinates == "asymmetric" and index.text(node, "nearest_mode", "") == "floor"
+    return mode == "linear" and coordinates in ("half_pixel", "align_corners", "asymmetric")
+
+
+def _is_blocked_upsample(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """onnxruntime 1.31's blocked Upsample (checked in its optimized graph): whole factors on
+    H and W, given as constant scales or as constant sizes of all four axes (not of
+    some ``axes``), in the modes of :func:`upsample_mode_is_blocked`."""
+    if not upsample_mode_is_blocked(index, node):
         return False
     if len(node.input) == 4 and node.input[3] and not node.input[2]:
         return _whole_factor_sizes(index, node)

@@ -29,15 +29,14 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._blocked_layout import BLOCK, channels, is_blocked
+from b2s_onnx.rewrites._blocked_layout import (
+    BLOCK,
+    channels,
+    is_blocked,
+    upsample_mode_is_blocked,
+)
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
-
-#: The coordinate modes onnxruntime's blocked Upsample takes, per Resize mode.
-_BLOCKED_MODES = {
-    "nearest": ("asymmetric",),
-    "linear": ("half_pixel", "align_corners", "asymmetric"),
-}
 
 
 class ResizeSizesAsScales:
@@ -50,12 +49,9 @@ class ResizeSizesAsScales:
     ) -> Fired | Declined | None:
         if len(node.input) < 4 or not node.input[3] or node.input[2]:
             return None  # given scales already, or neither
+        if not upsample_mode_is_blocked(index, node):
+            return None
         mode = index.text(node, "mode", "nearest")
-        coordinates = index.text(node, "coordinate_transformation_mode", "half_pixel")
-        if coordinates not in _BLOCKED_MODES.get(mode, ()):
-            return None
-        if mode == "nearest" and index.text(node, "nearest_mode", "round_prefer_floor") != "floor":
-            return None
         if int(index.attribute(node, "antialias", 0)):
             return None
         if index.text(node, "keep_aspect_ratio_policy", "stretch") != "stretch":
