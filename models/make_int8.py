@@ -104,6 +104,56 @@ def ssd_head(x):
     return [boxes, scores]
 
 
+def _reseed(seed: int) -> None:
+    """Networks added after the first eight draw from their own generator, so regenerating
+    one alone gives the same weights as regenerating all (the first eight share one
+    stream, in order, as committed)."""
+    global RNG
+    RNG = np.random.default_rng(seed)
+
+
+def _relu6(y):
+    return ops.clamp(y, 0.0, 6.0)
+
+
+def _inverted_residual(x, expand: int, out_channels: int, stride: int, activation):
+    """MobileNetV2/V3's block: 1x1 expansion, depthwise 3x3, linear 1x1 projection, and the
+    residual Add where the shapes allow."""
+    channels = _channels(x)
+    y = activation(_conv(x, channels * expand, kernel=1, relu=False))
+    y = ops.group_convolution(
+        y,
+        _weights(channels * expand, 1, 1, 3, 3),
+        [stride] * 2,
+        [1, 1],
+        [1, 1],
+        [1, 1],
+    )
+    y = activation(ops.add(y, _weights(1, channels * expand, 1, 1)))
+    y = _conv(y, out_channels, kernel=1, relu=False)
+    return ops.add(x, y) if stride == 1 and out_channels == channels else y
+
+
+def inverted_residual(x):
+    """MobileNetV2: ReLU6 everywhere; NNCF quantizes each depthwise input per channel."""
+    _reseed(2026)
+    y = _relu6(_conv(x, 16, stride=2, relu=False))
+    y = _inverted_residual(y, 4, 16, 1, _relu6)
+    y = _inverted_residual(y, 4, 24, 2, _relu6)
+    y = _inverted_residual(y, 4, 24, 1, _relu6)
+    return _conv(y, 32, kernel=1, relu=False)
+
+
+def hard_swish_block(x):
+    """MobileNetV3: HSwish after the expansion and the depthwise layer, so the depthwise
+    layer's output is read in float, not by a FakeQuantize."""
+    _reseed(2027)
+    y = ops.hswish(_conv(x, 16, stride=2, relu=False))
+    y = _inverted_residual(y, 4, 16, 1, ops.hswish)
+    y = _inverted_residual(y, 4, 24, 2, ops.hswish)
+    return _conv(y, 32, kernel=1, relu=False)
+
+
 def encoder(x):
     """Two BERT-style layers (width 64, 2 heads): MatMuls with transposed weights. Its own
     generator, so regenerating it alone gives the same network."""
@@ -119,6 +169,8 @@ NETWORKS: dict[str, Callable] = {
     "classifier": classifier,
     "ssd_head": ssd_head,
     "encoder": encoder,
+    "inverted_residual": inverted_residual,
+    "hard_swish_block": hard_swish_block,
 }
 SHAPE = [1, 3, 128, 128]
 #: Networks whose input is not an image: [1, sequence length, width].

@@ -20,6 +20,7 @@ from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.average_pool_in_float import AveragePoolInFloat
 from b2s_onnx.rewrites.channel_padding_as_concat import ChannelPaddingAsConcat
+from b2s_onnx.rewrites.clamp_before_quantize import ClampBeforeQuantize
 from b2s_onnx.rewrites.concat_as_conv_sum import ConcatAsConvSum
 from b2s_onnx.rewrites.concat_before_dequantize import ConcatBeforeDequantize
 from b2s_onnx.rewrites.conv_bias import ConvBias
@@ -36,12 +37,13 @@ from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.mvn_as_normalization import MvnAsNormalization
 from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
-from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisQuantizeGuard
+from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisDequantizeGuard, PerAxisQuantizeGuard
 from b2s_onnx.rewrites.per_channel_input_into_weights import PerChannelInputIntoWeights
+from b2s_onnx.rewrites.per_channel_output_into_weights import PerChannelOutputIntoWeights
 from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
-from b2s_onnx.rewrites.relu_before_quantize import ReluBeforeQuantize
+from b2s_onnx.rewrites.quantized_input_channels_to_four import QuantizedInputChannelsToFour
 from b2s_onnx.rewrites.residual_add_as_sum import ResidualAddAsSum
 from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
@@ -61,13 +63,15 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     SoftmaxInnerAxis(),
     ConvBias(),
     ConvIntoUpsampling(),
-    ReluBeforeQuantize(),
+    ClampBeforeQuantize(),
     DequantizeAfterMovement(),
     ConcatBeforeDequantize(),
     MatMulBiasVector(),
+    PerChannelOutputIntoWeights(),
     ConvIntegerUnquantizedOutput(),
     MatMulBiasAsSum(),
     PerChannelInputIntoWeights(),
+    QuantizedInputChannelsToFour(),
     FloatWeightsForFloatLayers(),
     AddPerQuantize(),
     MishAsExponentials(),
@@ -86,6 +90,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ResizeSizesAsScales(),
     ConcatAsConvSum(),
     PerAxisQuantizeGuard(),
+    PerAxisDequantizeGuard(),
 )
 
 

@@ -73,7 +73,7 @@ class PerChannelInputIntoWeights:
         flat_zero = zero.reshape(-1)
         if np.any(flat_zero != flat_zero[0]):
             return Declined(self.name, node.name, "the input's zero points differ by channel")
-        weights = _weight_dequantization(index, weights_dq, q)
+        weights = weight_dequantization(index, weights_dq, q)
         if isinstance(weights, str):
             return Declined(self.name, node.name, weights)
         weights_scale, weights_zero = weights
@@ -116,7 +116,7 @@ class PerChannelInputIntoWeights:
         return Fired(self.name, node.name, f"{channels} input scales folded into the weights")
 
 
-def _weight_dequantization(
+def weight_dequantization(
     index: GraphIndex, dq: onnx.NodeProto, q: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray] | str:
     """The weights' scale and zero point, one per output channel, or why they do not fit."""
