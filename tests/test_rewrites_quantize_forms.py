@@ -19,6 +19,7 @@ from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.clamp_before_quantize import ClampBeforeQuantize
 from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisDequantizeGuard, PerAxisQuantizeGuard
 from b2s_onnx.rewrites.per_channel_output_into_weights import PerChannelOutputIntoWeights
+from b2s_onnx.rewrites.pointwise_conv_on_a_point import PointwiseConvOnAPoint
 from b2s_onnx.rewrites.quantized_input_channels_to_four import QuantizedInputChannelsToFour
 
 CHANNELS = 8
@@ -488,3 +489,91 @@ def test_the_guard_after_a_per_axis_dequantize_stays_before_a_conv_quantized_aga
     unguarded.graph.node.remove(guard)
     with pytest.raises(Exception, match="zero point"):
         run_onnxruntime(unguarded, _block_feeds())
+
+
+# -- pointwise-conv-on-a-point ---------------------------------------------------------------
+
+
+def _head(bias=True, reader="float", spatial=1, group=1, pads=None, auto_pad=None):
+    """After a global pooling: Q/DQ([N, 64, s, s]) -> Conv 1x1 (int8 weights) -> reader."""
+    rng = np.random.default_rng(6)
+    values = {
+        "s": np.float32(0.03),
+        "z": np.uint8(128),
+        "w": rng.integers(-127, 128, [40, 64 // group, 1, 1]).astype(np.int8),
+        "ws": (rng.random(40) * 0.01 + 0.002).astype(np.float32),
+        "wz": np.zeros(40, np.int8),
+        "b": np.linspace(-0.4, 0.4, 40).astype(np.float32),
+        "os": np.float32(0.05),
+        "oz": np.uint8(128),
+    }
+    attributes = {"group": group}
+    if pads is not None:
+        attributes["pads"] = pads
+    if auto_pad is not None:
+        attributes["auto_pad"] = auto_pad
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wd"], axis=0),
+        helper.make_node(
+            "Conv", ["xd", "wd", "b"] if bias else ["xd", "wd"], ["c"], name="head", **attributes
+        ),
+    ]
+    if reader == "quantize":
+        nodes += [
+            helper.make_node("QuantizeLinear", ["c", "os", "oz"], ["cq"]),
+            helper.make_node("DequantizeLinear", ["cq", "os", "oz"], ["out"]),
+        ]
+    else:
+        nodes.append(helper.make_node("Sigmoid", ["c"], ["out"]))
+    return _model(nodes, values, ["x"], [2, 64, spatial, spatial])
+
+
+def _head_reference(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
+    """OpenVINO's formula: exact int32 sums times ``s_x * s_w[o]``, plus the bias."""
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    q = np.clip(np.rint(x / values["s"]) + 128, 0, 255).astype(np.int64) - 128
+    w = values["w"].astype(np.int64).reshape(40, 64)
+    sums = q.reshape(2, 64) @ w.T
+    y = sums.astype(np.float32) * (values["s"] * values["ws"]).astype(np.float32)
+    if "b" in {i for n in model.graph.node for i in n.input}:
+        y = y + values["b"]
+    return (1 / (1 + np.exp(-y))).reshape(2, 40, 1, 1)
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no-bias"])
+@pytest.mark.parametrize("auto_pad", [None, "SAME_UPPER"], ids=["explicit", "same-upper"])
+def test_a_pointwise_conv_on_a_point_runs_as_matmul_integer_to_float(bias, auto_pad):
+    model = _head(bias=bias, auto_pad=auto_pad)
+    x = np.random.default_rng(8).uniform(-3, 3, [2, 64, 1, 1]).astype(np.float32)
+    expected = _head_reference(model, x)
+    report = apply_rewrites(model)
+    assert "pointwise-conv-on-a-point" in [f.rewrite for f in report.fired]
+    counts = optimized_op_counts(model)
+    assert counts["MatMulIntegerToFloat"] == 1
+    assert not counts["Conv"]
+    assert not counts["ConvInteger"]
+    np.testing.assert_allclose(
+        run_onnxruntime(model, {"x": x})["out"], expected, rtol=1e-6, atol=1e-7
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "reason"),
+    [
+        ({"reader": "quantize"}, None),
+        ({"spatial": 3}, None),
+        ({"group": 4}, "grouped"),
+        ({"pads": [0, 0, 1, 1]}, "padded"),
+    ],
+    ids=["quantized-again", "a-map", "grouped", "padded"],
+)
+def test_pointwise_convs_left_to_other_kernels(kwargs, reason):
+    model = _head(**kwargs)
+    report = apply_rewrites(model, [PointwiseConvOnAPoint()])
+    assert not report.fired
+    if reason is None:
+        assert not report.declined
+    else:
+        assert reason in report.declined[0].reason

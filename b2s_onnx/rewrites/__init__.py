@@ -40,6 +40,7 @@ from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
 from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisDequantizeGuard, PerAxisQuantizeGuard
 from b2s_onnx.rewrites.per_channel_input_into_weights import PerChannelInputIntoWeights
 from b2s_onnx.rewrites.per_channel_output_into_weights import PerChannelOutputIntoWeights
+from b2s_onnx.rewrites.pointwise_conv_on_a_point import PointwiseConvOnAPoint
 from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
@@ -68,6 +69,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ConcatBeforeDequantize(),
     MatMulBiasVector(),
     PerChannelOutputIntoWeights(),
+    PointwiseConvOnAPoint(),
     ConvIntegerUnquantizedOutput(),
     MatMulBiasAsSum(),
     PerChannelInputIntoWeights(),
