@@ -18,6 +18,7 @@ from b2s_onnx.parity.runtime import run_onnxruntime
 ov = pytest.importorskip("openvino")
 import openvino.opset1 as o1  # noqa: E402
 import openvino.opset2 as o2  # noqa: E402
+import openvino.opset3 as o3  # noqa: E402
 import openvino.opset4 as o4  # noqa: E402
 import openvino.opset5 as o5  # noqa: E402
 import openvino.opset6 as o6  # noqa: E402
@@ -849,3 +850,32 @@ def test_unique_of_integer_types_onnxruntime_lacks_runs_widened(tmp_path, dtype)
             theirs = [np.asarray(compiled({"data": values})[o]) for o in compiled.outputs]
             for mine, reference in zip(ours, theirs, strict=True):
                 np.testing.assert_array_equal(mine, reference)
+
+
+def test_explicit_broadcast_matches_the_mapping(tmp_path):
+    data = o1.parameter([3], F32, name="data")
+    model = ov.Model([o3.broadcast(data, c([2, 3]), c([1]), "explicit")], [data])
+    xml = tmp_path / "broadcast.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+    x = np.arange(3, dtype=F32)
+    (out,) = run_onnxruntime(b2s_onnx.convert_ir(xml), {"data": x}).values()
+    np.testing.assert_array_equal(out, np.broadcast_to(x, (2, 3)))
+    # The data edited to 4 values, which no axis of the [2, 3] target takes.
+    text = (
+        xml.read_text().replace('shape="3"', 'shape="4"').replace("<dim>3</dim>", "<dim>4</dim>", 2)
+    )
+    xml.write_text(text)
+    with pytest.raises(B2SError, match=r"axes_mapping\) \[1\]: data dim 0 \(4\) must be 1"):
+        b2s_onnx.convert_ir(xml)
+
+
+def test_explicit_broadcast_without_its_axes_mapping_is_refused(tmp_path):
+    """A numpy-mode Broadcast (two inputs) whose mode was edited to explicit: refused as bad
+    input naming the layer and the missing input, not an internal error."""
+    data = o1.parameter([3], F32, name="data")
+    model = ov.Model([o3.broadcast(data, c([2, 3]))], [data])
+    xml = tmp_path / "broadcast.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+    xml.write_text(xml.read_text().replace('mode="numpy"', 'mode="explicit"'))
+    with pytest.raises(B2SError, match=r"explicit Broadcast needs input 2 \(axes_mapping\)"):
+        b2s_onnx.convert_ir(xml)

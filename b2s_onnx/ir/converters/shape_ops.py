@@ -418,6 +418,25 @@ def tile(ctx, layer, inputs):
     ctx.one("Tile", [data, _i64(ctx, "repeats", counts)], ctx.out(layer))
 
 
+def _check_axes_mapping(layer, mapping: list[int], data: list[int], target: list[int]) -> None:
+    """OpenVINO's rules for explicit Broadcast (its shape inference rejects the rest): one
+    target axis per data axis, in order, within the target's rank, each data dim equal to
+    its target dim or 1."""
+    where = f"{layer.where()}: input 2 (axes_mapping) {mapping}"
+    if len(mapping) != len(data):
+        raise B2SError(f"{where} must name one target axis per data axis ({len(data)})")
+    if any(not 0 <= axis < len(target) for axis in mapping):
+        raise B2SError(f"{where} must lie within the target's rank {len(target)}")
+    if mapping != sorted(mapping):
+        raise B2SError(f"{where} must be in increasing order")
+    for source, axis in enumerate(mapping):
+        if data[source] not in (1, target[axis]):
+            raise B2SError(
+                f"{where}: data dim {source} ({data[source]}) must be 1 or target dim "
+                f"{axis} ({target[axis]})"
+            )
+
+
 @converts(
     "Broadcast",
     (1,),
@@ -436,12 +455,18 @@ def broadcast(ctx, layer, inputs):
         mode = "explicit"
     data, target = inputs[0], ctx.int64(inputs[1])
     if mode == "explicit":
+        if len(inputs) < 3:
+            raise B2SError(
+                f"{layer.where()}: explicit Broadcast needs input 2 (axes_mapping); it has "
+                f"{len(inputs)} inputs"
+            )
         mapping = [int(v) for v in ctx.require_value(layer, inputs[2], "axes_mapping").reshape(-1)]
         target_value = ctx.require_value(layer, inputs[1], "target_shape").reshape(-1)
         shape = [1] * len(target_value)
         data_shape = ctx.shape(data)
         if data_shape is None or any(d is None for d in data_shape):
             raise B2SError(f"{layer.where()}: explicit Broadcast needs a static input shape")
+        _check_axes_mapping(layer, mapping, list(data_shape), [int(v) for v in target_value])
         for source_axis, target_axis in enumerate(mapping):
             shape[target_axis] = data_shape[source_axis]
         data = ctx.one("Reshape", [data, _i64(ctx, "mapped", shape)])
