@@ -52,6 +52,17 @@ def _unfusable(index: GraphIndex, name: str, depth: int = 4) -> bool:
     return False
 
 
+def _drop(index: GraphIndex, guard: onnx.NodeProto, report: RewriteReport) -> bool:
+    """Removes ``guard``, its readers reading its input instead (False if already taken)."""
+    if not index.is_free([guard]):
+        return False
+    index.claim([guard])
+    index.replace([guard], [])
+    index.rename_later(guard.output[0], guard.input[0])
+    report.absorbed[guard.output[0]] = guard.input[0]
+    return True
+
+
 class PerAxisQuantizeGuard:
     name = "per-axis-quantize-guard"
     exact = True
@@ -68,12 +79,8 @@ class PerAxisQuantizeGuard:
             return None
         if index.only_consumer(guard.output[0]) is None or not index.can_rename(guard.output[0]):
             return None
-        if not _unfusable(index, guard.input[0]) or not index.is_free([guard]):
+        if not _unfusable(index, guard.input[0]) or not _drop(index, guard, report):
             return None
-        index.claim([guard])
-        index.replace([guard], [])
-        index.rename_later(guard.output[0], guard.input[0])
-        report.absorbed[guard.output[0]] = guard.input[0]
         return Fired(self.name, node.name, "no fusable group before it")
 
 
@@ -114,10 +121,6 @@ class PerAxisDequantizeGuard:
                 return None
             if reader.input[0] != guard.output[0] or _reaches_quantize(index, reader.output[0]):
                 return None
-        if not index.is_free([guard]):
+        if not _drop(index, guard, report):
             return None
-        index.claim([guard])
-        index.replace([guard], [])
-        index.rename_later(guard.output[0], guard.input[0])
-        report.absorbed[guard.output[0]] = guard.input[0]
         return Fired(self.name, node.name, "its Conv readers are read in float")

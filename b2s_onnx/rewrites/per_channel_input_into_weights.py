@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._dequantized import weight_dequantization
 from b2s_onnx.rewrites._fusion_guard import is_guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -114,27 +115,6 @@ class PerChannelInputIntoWeights:
         for gone in removable:
             report.absorbed[gone.output[0]] = node.output[0]
         return Fired(self.name, node.name, f"{channels} input scales folded into the weights")
-
-
-def weight_dequantization(
-    index: GraphIndex, dq: onnx.NodeProto, q: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | str:
-    """The weights' scale and zero point, one per output channel, or why they do not fit."""
-    if q.dtype not in (np.int8, np.uint8):
-        return "the weights are not 8-bit integers"
-    scale = index.constant(dq.input[1])
-    zero = index.constant(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
-    if scale is None or scale.dtype != np.float32 or (len(dq.input) > 2 and zero is None):
-        return "the weights' scale or zero point is computed"
-    zero = np.zeros((), q.dtype) if zero is None else zero
-    channels = q.shape[0]
-    if scale.size > 1 and (scale.size != channels or int(index.attribute(dq, "axis", 1)) != 0):
-        return "the weights' scales are not per output channel"
-    flat_zero = zero.reshape(-1)
-    if np.any(flat_zero != flat_zero[0]):
-        return "the weights' zero points differ by channel"
-    scales = np.broadcast_to(scale.reshape(-1), (channels,)).astype(np.float32)
-    return scales, np.full((channels,), flat_zero[0], q.dtype)
 
 
 def _dead_after(

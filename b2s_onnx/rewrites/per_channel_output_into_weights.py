@@ -34,12 +34,12 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._dequantized import weight_dequantization
 from b2s_onnx.rewrites._fusion_guard import is_guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 from b2s_onnx.rewrites.clamp_before_quantize import why_clamp_matters
 from b2s_onnx.rewrites.conv_integer import is_depthwise
-from b2s_onnx.rewrites.per_channel_input_into_weights import weight_dequantization
 
 STANDARD = ("", "ai.onnx")
 

@@ -26,9 +26,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._dequantized import per_tensor_bytes, weight_dequantization
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
-from b2s_onnx.rewrites.per_channel_input_into_weights import weight_dequantization
 
 STANDARD = ("", "ai.onnx")
 
@@ -60,11 +60,9 @@ class PointwiseConvOnAPoint:
         # SAME padding of a 1x1 kernel over a 1x1 map is none, at any stride.
         if any(index.attribute(node, "pads", [0]) or [0]):
             return Declined(self.name, node.name, "a padded convolution grows the map")
-        if len(data_dq.input) < 3 or index.constant(data_dq.input[0]) is not None:
-            return Declined(self.name, node.name, "the input is not run-time bytes")
-        scale, zero = index.constant(data_dq.input[1]), index.constant(data_dq.input[2])
-        if scale is None or zero is None or scale.size != 1 or zero.size != 1:
-            return Declined(self.name, node.name, "the input is not quantized per tensor")
+        data = per_tensor_bytes(index, data_dq)
+        if isinstance(data, str):
+            return Declined(self.name, node.name, data)
         weights = weight_dequantization(index, weights_dq, q)
         if isinstance(weights, str):
             return Declined(self.name, node.name, weights)

@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._dequantized import per_tensor_bytes
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
@@ -81,14 +82,11 @@ class QuantizedInputChannelsToFour:
         reader = index.only_consumer(node.output[0])
         if reader is None or reader.op_type != "QuantizeLinear" or reader.domain not in STANDARD:
             return None  # no QLinearConv forms: nothing to gain
-        if len(data_dq.input) < 3 or index.constant(data_dq.input[0]) is not None:
-            return Declined(
-                self.name, node.name, "the input is not run-time bytes with a zero point"
-            )
-        scale, zero = index.constant(data_dq.input[1]), index.constant(data_dq.input[2])
+        data = per_tensor_bytes(index, data_dq)
+        if isinstance(data, str):
+            return Declined(self.name, node.name, data)
+        zero = data[1]
         weights_zero = index.constant(weights_dq.input[2])
-        if scale is None or zero is None or scale.size != 1 or zero.size != 1:
-            return Declined(self.name, node.name, "the input is not quantized per tensor")
         if weights_zero is None or q.dtype not in (np.int8, np.uint8):
             return Declined(self.name, node.name, "the weights' zero point is computed")
         if weights_zero.size not in (1, q.shape[0]) or (

@@ -1,0 +1,42 @@
+"""Facts about a layer's DequantizeLinear inputs that several INT8 rewrites check the same
+way: whether the data arrives as run-time bytes quantized per tensor (what onnxruntime's
+integer kernels take), and the weights' scale and zero point per output channel."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+
+from b2s_onnx.rewrites._index import GraphIndex
+
+
+def per_tensor_bytes(index: GraphIndex, dq: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray] | str:
+    """The scale and zero point of ``dq`` when it dequantizes run-time bytes per tensor,
+    or why it does not."""
+    if len(dq.input) < 3 or index.constant(dq.input[0]) is not None:
+        return "the input is not run-time bytes"
+    scale, zero = index.constant(dq.input[1]), index.constant(dq.input[2])
+    if scale is None or zero is None or scale.size != 1 or zero.size != 1:
+        return "the input is not quantized per tensor"
+    return scale, zero
+
+
+def weight_dequantization(
+    index: GraphIndex, dq: onnx.NodeProto, q: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | str:
+    """The weights' scale and zero point, one per output channel, or why they do not fit."""
+    if q.dtype not in (np.int8, np.uint8):
+        return "the weights are not 8-bit integers"
+    scale = index.constant(dq.input[1])
+    zero = index.constant(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
+    if scale is None or scale.dtype != np.float32 or (len(dq.input) > 2 and zero is None):
+        return "the weights' scale or zero point is computed"
+    zero = np.zeros((), q.dtype) if zero is None else zero
+    channels = q.shape[0]
+    if scale.size > 1 and (scale.size != channels or int(index.attribute(dq, "axis", 1)) != 0):
+        return "the weights' scales are not per output channel"
+    flat_zero = zero.reshape(-1)
+    if np.any(flat_zero != flat_zero[0]):
+        return "the weights' zero points differ by channel"
+    scales = np.broadcast_to(scale.reshape(-1), (channels,)).astype(np.float32)
+    return scales, np.full((channels,), flat_zero[0], q.dtype)
