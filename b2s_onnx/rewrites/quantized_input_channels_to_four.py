@@ -29,7 +29,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._dequantized import per_tensor_bytes
+from b2s_onnx.rewrites._dequantized import per_tensor_bytes, weight_dequantization
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
@@ -72,7 +72,7 @@ class QuantizedInputChannelsToFour:
     ) -> Fired | Declined | None:
         data_dq = index.produced_by(node.input[0], "DequantizeLinear")
         weights_dq = index.produced_by(node.input[1], "DequantizeLinear")
-        if data_dq is None or weights_dq is None or len(weights_dq.input) < 3:
+        if data_dq is None or weights_dq is None:
             return None
         q = index.constant(weights_dq.input[0])
         if q is None or q.ndim != 4 or not 1 <= q.shape[1] < CHANNELS:
@@ -86,15 +86,10 @@ class QuantizedInputChannelsToFour:
         if isinstance(data, str):
             return Declined(self.name, node.name, data)
         zero = data[1]
-        weights_zero = index.constant(weights_dq.input[2])
-        if weights_zero is None or q.dtype not in (np.int8, np.uint8):
-            return Declined(self.name, node.name, "the weights' zero point is computed")
-        if weights_zero.size not in (1, q.shape[0]) or (
-            weights_zero.size > 1 and int(index.attribute(weights_dq, "axis", 1)) != 0
-        ):
-            return Declined(
-                self.name, node.name, "the weights' zero points are not per output channel"
-            )
+        weights = weight_dequantization(index, weights_dq, q)
+        if isinstance(weights, str):
+            return Declined(self.name, node.name, weights)
+        weights_zero = weights[1]
         if _behind_transpose(index, data_dq.input[0]):
             return Declined(self.name, node.name, BEHIND_TRANSPOSE)
         matched = [node]
@@ -108,7 +103,7 @@ class QuantizedInputChannelsToFour:
         base = node.name or node.output[0]
         extra = CHANNELS - q.shape[1]
         filler = np.broadcast_to(
-            weights_zero.astype(q.dtype).reshape(-1, 1, 1, 1), (q.shape[0], extra, *q.shape[2:])
+            weights_zero.reshape(-1, 1, 1, 1), (q.shape[0], extra, *q.shape[2:])
         )
         padded_weights = index.add_initializer(
             f"{base}/weights_4ch", np.ascontiguousarray(np.concatenate([q, filler], axis=1))
