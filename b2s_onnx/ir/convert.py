@@ -27,6 +27,7 @@ from onnx.reference import ReferenceEvaluator
 
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
+from b2s_onnx.graph.dead_code import drop_dead_nodes
 from b2s_onnx.graph.types import infer_infos
 from b2s_onnx.graph.walk import all_nodes, subgraphs, used_names
 from b2s_onnx.io import DEFAULT_EXTERNAL_THRESHOLD, save_model
@@ -584,6 +585,9 @@ def convert_ir_model(
     _check_shapes(lowered.model, ctx, order, weights.path, rewrites.absorbed)
     if fuse:
         rewrites.extend(apply_rewrites(lowered.model, late=late))
+    # Layers no Result reads (dangling in the IR, or left unread by a rewrite): OpenVINO
+    # never computes them, onnxruntime would on every run.
+    unread = drop_dead_nodes(lowered.model.graph)
     # Nothing invalid is returned or written: the final model must pass the checker and
     # load in onnxruntime.
     prove(_with_zero_stubs(lowered.model, late), conversion_blame(order, xml, weights.path))
@@ -593,6 +597,7 @@ def convert_ir_model(
     # longer the layer's output either way.
     for tensor, into in rewrites.absorbed.items():
         ports.fuse(tensor, into=into)
+    ports.unread = unread
     ports.sync(lowered.model)
     return ConversionResult(
         lowered.model,

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 import onnx
 
+from b2s_onnx.graph.dead_code import Unread
 from b2s_onnx.ir.reader import IRModel, Layer
 
 #: The tensor named in ``tensor`` is computed by the ONNX graph at run time.
@@ -62,6 +63,9 @@ class PortMap:
         self._records: dict[tuple[str, int], PortRecord] = {r.key: r for r in records}
         #: The IR the ports belong to (saves a second parse to whoever compares layers).
         self.ir = ir
+        #: Nodes the conversion dropped because nothing read them: their tensors are still
+        #: the layers' values, which per-layer comparison computes by putting them back.
+        self.unread: Unread | None = None
 
     def __iter__(self) -> Iterator[PortRecord]:
         return iter(self._records.values())
@@ -99,10 +103,12 @@ class PortMap:
         """Marks computed records whose tensor ``model`` no longer defines as removed.
 
         Constants stay constants: an unused folded value is dropped from the initializers
-        but was still the layer's value."""
+        but was still the layer's value; so do the tensors of :attr:`unread` nodes."""
         graph = model.graph
         defined = {o for node in graph.node for o in node.output if o}
         defined |= {v.name for v in graph.input}
+        if self.unread is not None:
+            defined |= self.unread.outputs()
         for record in list(self._records.values()):
             if record.status == TENSOR and record.tensor not in defined:
                 self.remove(record.tensor)

@@ -27,6 +27,7 @@ import onnx
 from onnx import numpy_helper
 
 from b2s_onnx.errors import B2SError
+from b2s_onnx.graph.dead_code import restored
 from b2s_onnx.ir.port_map import CONSTANT, TENSOR, PortMap, PortRecord
 from b2s_onnx.ir.reader import IRModel, Layer, read_ir_xml, topological_order
 from b2s_onnx.parity.exposure import exposable, run_exposed
@@ -451,6 +452,24 @@ def compare_layers(
     start = time.perf_counter()
     same = ports.ir is not None and Path(ports.ir.path).resolve() == Path(xml).resolve()
     ir = ports.ir if same else read_ir_xml(xml)
+    with restored(converted.graph, ports.unread):
+        return _compare_layers(
+            xml, ir, converted, ports, feeds, bin_path, reference_outputs, budget, strategy, start
+        )
+
+
+def _compare_layers(
+    xml: str | os.PathLike,
+    ir: IRModel,
+    converted: onnx.ModelProto,
+    ports: PortMap,
+    feeds: Mapping[str, np.ndarray],
+    bin_path: str | os.PathLike | None,
+    reference_outputs: Mapping[str, np.ndarray] | None,
+    budget: int | None,
+    strategy: str,
+    start: float,
+) -> PerLayerResult:
     order = topological_order(ir)
     ports.sync(converted)
     ovl = OpenVINOLayers(ir, xml, bin_path)
