@@ -30,6 +30,7 @@ from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
 from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
 from b2s_onnx.rewrites.gelu_fusable_form import GeluFusableForm
+from b2s_onnx.rewrites.input_scale_into_conv import InputScaleIntoConv
 from b2s_onnx.rewrites.layer_norm_spelled_out import LayerNormSpelledOut
 from b2s_onnx.rewrites.lrn_as_conv import LrnAsConv
 from b2s_onnx.rewrites.matmul_bias_as_sum import MatMulBiasAsSum
@@ -62,6 +63,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PReluSpelledOut(),
     PReluAsLeakyRelu(),
     SoftmaxInnerAxis(),
+    InputScaleIntoConv(),
     ConvBias(),
     ConvIntoUpsampling(),
     ClampBeforeQuantize(),

@@ -43,6 +43,8 @@ class GraphIndex:
         self.names = NameAllocator(taken_names(model))
         self.initializers = {t.name: t for t in self.graph.initializer}
         self.graph_outputs = {o.name for o in self.graph.output}
+        #: Inputs a caller feeds (an initializer listed as an input is a default, not data).
+        self.graph_inputs = {v.name for v in self.graph.input} - set(self.initializers)
         self._constants: dict[str, np.ndarray | None] = {}
         self._infos: dict[str, TensorInfo] | None = None
         #: Initializers a rewrite stopped using; dropped at commit if nothing else reads them.
