@@ -118,19 +118,33 @@ def _prelu_after(producer: str, channels: int, spelled: bool) -> onnx.ModelProto
 
 @pytest.mark.parametrize("spelled", [False, True], ids=["prelu-op", "spelled-out"])
 @pytest.mark.parametrize("channels", [16, 48])
-def test_per_channel_prelu_on_a_blocked_tensor_takes_the_blocked_form_with_the_same_bits(
+def test_per_channel_prelu_on_a_blocked_tensor_takes_the_blocked_form_within_rounding(
     spelled, channels, tmp_path
 ):
     model = _prelu_after("pool", channels, spelled)
     report, rewritten = _rewrite(model)
-    assert [f.detail for f in report.fired] == ["blocked-layout PReLU"]
+    assert [(f.detail, f.exact) for f in report.fired] == [("blocked-layout PReLU", False)]
     assert collections.Counter(n.op_type for n in rewritten.graph.node)["BatchNormalization"] == 2
     feeds = _feeds(model)
+    x = feeds["x"]
     for level in (
         ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
         ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
     ):
-        _same_values(_run(model, level, feeds), _run(rewritten, level, feeds))
+        before, after = _run(model, level, feeds), _run(rewritten, level, feeds)
+        # x + (1 - s)(-x) for x < 0: three roundings, (1 - s), the product and the sum,
+        # against the one of s x: within 2^-23 (|1 - s| + |s|) |x|; -inf becomes NaN. Near
+        # float32's largest values (1 - s) x may overflow where s x does not.
+        slope = _slopes(channels).reshape(1, channels, 1, 1)
+        bound = 2.0**-23 * (np.abs(1 - slope) + np.abs(slope)) * np.abs(x) + 1e-30
+        finite = np.isfinite(x) & (np.abs(x) < 1e37)
+        np.testing.assert_array_less(np.abs(after[finite] - before[finite]), bound[finite])
+        np.testing.assert_array_equal(after[x == np.inf], np.inf)
+        at_minus_inf = x == -np.inf
+        assert (np.isnan(after) | (after == before))[at_minus_inf].all()
+        assert np.isnan(after[np.isnan(x)]).all()
+        positive = x >= 0
+        _same_values(before[positive], after[positive])
     if _blocked_layout_available(tmp_path):
         ops = _optimized_ops(rewritten, tmp_path)
         assert ops[("com.microsoft.nchwc", "ReorderOutput")] == 1, ops
@@ -189,7 +203,8 @@ def test_a_chain_of_residual_prelus_all_take_the_blocked_form(tmp_path):
     assert [f.detail for f in report.fired] == ["blocked-layout PReLU"] * 3
     feeds = _feeds(model, special=False)
     level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    _same_values(_run(model, level, feeds), _run(rewritten, level, feeds))
+    before, after = _run(model, level, feeds), _run(rewritten, level, feeds)
+    np.testing.assert_allclose(after, before, rtol=0, atol=1e-6 * float(np.abs(before).max()))
     if _blocked_layout_available(tmp_path):
         ops = _optimized_ops(rewritten, tmp_path)
         assert ops[("com.microsoft.nchwc", "ReorderOutput")] == 1, ops

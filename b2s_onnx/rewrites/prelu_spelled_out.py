@@ -1,9 +1,10 @@
 """``Relu(x) + c * Relu(-x)`` (how TensorFlow graphs spell PReLU, OpenVINO keeps it) ->
-the fast exact PReLU form that ``prelu_as_leaky_relu`` chooses for slope ``-c``.
+the fast PReLU form that ``prelu_as_leaky_relu`` chooses for slope ``-c``.
 
 The spelled form costs five element-wise passes and blocks onnxruntime's Conv+activation
 fusion. For x > 0 both give ``x + (+-0) = x``; for x < 0, ``c * (-x)`` equals
-``(-c) * x`` exactly, which is what every chosen form computes with slope ``-c``.
+``(-c) * x`` exactly, which is what LeakyRelu and ``Max(x, x * s)`` compute with slope
+``-c``; the blocked-layout form is within rounding of it (see that module).
 """
 
 from __future__ import annotations
@@ -75,8 +76,8 @@ class PReluSpelledOut:
         if isinstance(form, str):
             return Declined(self.name, node.name, form)
         index.claim(matched)
-        nodes, detail = form
+        nodes, detail, exact = form
         index.replace(matched, nodes)
         for tensor in found.inner:
             report.absorbed[tensor] = node.output[0]
-        return Fired(self.name, node.name, detail)
+        return Fired(self.name, node.name, detail, exact=exact)
