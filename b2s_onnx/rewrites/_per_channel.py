@@ -9,6 +9,9 @@ when, left-padded to rank 4, its one non-unit axis is axis 1: ``[C, 1, 1]`` and
 from __future__ import annotations
 
 import numpy as np
+import onnx
+
+from b2s_onnx.rewrites._index import GraphIndex
 
 
 def channel_vector(value: np.ndarray, channels: int | None = None) -> np.ndarray | None:
@@ -24,3 +27,12 @@ def channel_vector(value: np.ndarray, channels: int | None = None) -> np.ndarray
     if padded[1] not in (1, channels):
         return None
     return np.broadcast_to(value.reshape(-1), (channels,))
+
+
+def data_and_constant(index: GraphIndex, node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
+    """(the computed operand, the constant one) of a binary node, else None."""
+    for data, other in (node.input, node.input[::-1]):
+        value = index.constant(other)
+        if value is not None and index.constant(data) is None:
+            return data, value
+    return None

@@ -29,7 +29,7 @@ import onnx
 from onnx import helper
 
 from b2s_onnx.rewrites._index import GraphIndex
-from b2s_onnx.rewrites._per_channel import channel_vector
+from b2s_onnx.rewrites._per_channel import channel_vector, data_and_constant
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 STANDARD = ("", "ai.onnx")
@@ -42,11 +42,8 @@ def _computed_and_constant(
     index: GraphIndex, node: onnx.NodeProto
 ) -> tuple[str, np.ndarray] | None:
     """(the computed operand, the float32 constant) of a binary node, else None."""
-    for data, other in (node.input, node.input[::-1]):
-        value = index.constant(other)
-        if value is not None and value.dtype == np.float32 and index.constant(data) is None:
-            return data, value
-    return None
+    found = data_and_constant(index, node)
+    return found if found is not None and found[1].dtype == np.float32 else None
 
 
 def _per_channel(value: np.ndarray, rank: int, count: int) -> np.ndarray | None:

@@ -26,17 +26,8 @@ from onnx import helper
 
 from b2s_onnx.rewrites._blocked_layout import channels, is_blocked
 from b2s_onnx.rewrites._index import GraphIndex
-from b2s_onnx.rewrites._per_channel import channel_vector
+from b2s_onnx.rewrites._per_channel import channel_vector, data_and_constant
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
-
-
-def _data_and_constant(index: GraphIndex, node: onnx.NodeProto) -> tuple[str, np.ndarray] | None:
-    """(the computed operand, the constant one) of a binary node, else None."""
-    for data, other in (node.input, node.input[::-1]):
-        value = index.constant(other)
-        if value is not None and index.constant(data) is None:
-            return data, value
-    return None
 
 
 class ScaleShiftAsBatchNorm:
@@ -53,8 +44,8 @@ class ScaleShiftAsBatchNorm:
         add = index.only_consumer(node.output[0])
         if add is None or add.op_type != "Add" or add.domain not in ("", "ai.onnx"):
             return None
-        scaled = _data_and_constant(index, node)
-        shifted = _data_and_constant(index, add)
+        scaled = data_and_constant(index, node)
+        shifted = data_and_constant(index, add)
         if scaled is None or shifted is None or shifted[0] != node.output[0]:
             return None
         data, scale = scaled
