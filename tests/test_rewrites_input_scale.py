@@ -231,3 +231,13 @@ def test_a_scale_inside_the_network_is_left_to_the_layers_around_it():
     _, _, report, ops = _apply(model)
     assert not report.fired
     assert "Mul" in ops
+
+
+def test_a_channels_last_input_with_dynamic_height_and_width_still_folds():
+    model = _channels_last(1 / 255, -0.5)
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    dims[1].dim_param, dims[2].dim_param = "height", "width"
+    before, after, report, ops = _apply_channels_last(model)
+    assert report.counts() == {NAME: 1}
+    assert ops == ["Add", "Transpose", "Conv"]
+    _close(before, after)

@@ -46,7 +46,7 @@ def _computed_and_constant(
     return found if found is not None and found[1].dtype == np.float32 else None
 
 
-def _per_channel(value: np.ndarray, rank: int, count: int) -> np.ndarray | None:
+def _per_channel(value: np.ndarray, rank: int, count: int | None) -> np.ndarray | None:
     """``value`` as one number per channel of a rank-``rank`` NC... tensor, or None when it
     varies along another axis or would broadcast the tensor to a larger rank."""
     if value.ndim > rank:
@@ -99,14 +99,14 @@ class InputScaleIntoConv:
             # kernels take such constants anyway (scale-shift-as-batchnorm).
             return None
         info = index.info(data)
-        if (
-            info.elem_type != onnx.TensorProto.FLOAT
-            or info.shape is None
-            or len(info.shape) < 3
-            or not isinstance(info.shape[1], int)
-        ):
+        if info.elem_type != onnx.TensorProto.FLOAT or info.shape is None or len(info.shape) < 3:
             return None
+        # A channels-last input's axis 1 may be a dynamic height: one scale needs no count.
         rank, count = len(info.shape), info.shape[1]
+        if not isinstance(count, int):
+            if scale.size != 1:
+                return None
+            count = None
         scale_vector = _per_channel(scale, rank, count)
         if scale_vector is None:
             return None
