@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import onnx
 
-from b2s_onnx.graph.walk import outer_reads
+from b2s_onnx.graph.walk import copy_message, outer_reads
 
 
 @dataclass
@@ -32,12 +32,6 @@ class Unread:
 
     def outputs(self) -> set[str]:
         return {name for node in self.nodes for name in node.output if name}
-
-
-def _copy(message):
-    duplicate = type(message)()
-    duplicate.CopyFrom(message)
-    return duplicate
 
 
 def drop_dead_nodes(graph: onnx.GraphProto) -> Unread:
@@ -55,12 +49,14 @@ def drop_dead_nodes(graph: onnx.GraphProto) -> Unread:
             needed.update(name for name in node.input if name)
             needed.update(outer_reads(node))
     kept_flags.reverse()
-    unread = Unread([_copy(n) for n, keep in zip(graph.node, kept_flags, strict=True) if not keep])
+    unread = Unread(
+        [copy_message(n) for n, keep in zip(graph.node, kept_flags, strict=True) if not keep]
+    )
     if not unread.nodes:
         return unread
     orphans = {name for node in unread.nodes for name in node.input if name} - needed
     orphans -= {v.name for v in graph.input}
-    unread.initializers = [_copy(t) for t in graph.initializer if t.name in orphans]
+    unread.initializers = [copy_message(t) for t in graph.initializer if t.name in orphans]
     # Delete in place: rebuilding the lists would copy every kept node and weight.
     for position in reversed(range(len(graph.node))):
         if not kept_flags[position]:

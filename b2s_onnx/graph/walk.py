@@ -7,6 +7,13 @@ from collections.abc import Iterator
 import onnx
 
 
+def copy_message(message):
+    """A deep copy of a protobuf message (a node or tensor kept apart from its graph)."""
+    duplicate = type(message)()
+    duplicate.CopyFrom(message)
+    return duplicate
+
+
 def subgraphs(node: onnx.NodeProto) -> Iterator[onnx.GraphProto]:
     for attr in node.attribute:
         if attr.type == onnx.AttributeProto.GRAPH:

@@ -24,6 +24,7 @@ from b2s_onnx.graph.walk import (
     all_nodes,
     check_element_types,
     check_strings,
+    copy_message,
     defined_names,
     sort_topologically,
     subgraphs,
@@ -192,8 +193,8 @@ class _Template:
         self.prefix = facts.ref.name
         self.data = facts.data
         self.output = facts.output
-        self.nodes = [_copy(n) for n in nodes]
-        self.initializers = [_copy(t) for t in initializers]
+        self.nodes = [copy_message(n) for n in nodes]
+        self.initializers = [copy_message(t) for t in initializers]
         self.out_shape = out_shape
 
     def stamp(self, facts: NodeFacts, names: NameAllocator):
@@ -208,23 +209,17 @@ class _Template:
 
         initializers = []
         for tensor in self.initializers:
-            copy = _copy(tensor)
+            copy = copy_message(tensor)
             copy.name = rename(tensor.name)
             initializers.append(copy)
         nodes = []
         for node in self.nodes:
-            copy = _copy(node)
+            copy = copy_message(node)
             copy.name = rename(node.name)
             copy.input[:] = [rename(i) if i else i for i in node.input]
             copy.output[:] = [rename(o) for o in node.output]
             nodes.append(copy)
         return nodes, initializers
-
-
-def _copy(message):
-    duplicate = type(message)()
-    duplicate.CopyFrom(message)
-    return duplicate
 
 
 def _drop_dead_constants(model: onnx.ModelProto, candidates: set[str]) -> None:

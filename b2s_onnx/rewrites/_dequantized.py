@@ -1,6 +1,7 @@
 """Facts about a layer's DequantizeLinear inputs that several INT8 rewrites check the same
-way: whether the data arrives as run-time bytes quantized per tensor (what onnxruntime's
-integer kernels take), and the weights' scale and zero point per output channel."""
+way: that both operands are dequantized, whether the data arrives as run-time bytes
+quantized per tensor (what onnxruntime's integer kernels take), and the weights' scale and
+zero point per output channel."""
 
 from __future__ import annotations
 
@@ -8,6 +9,18 @@ import numpy as np
 import onnx
 
 from b2s_onnx.rewrites._index import GraphIndex
+
+
+def dequantized_operands(
+    index: GraphIndex, data: str, weights: str
+) -> tuple[onnx.NodeProto, onnx.NodeProto, np.ndarray | None] | None:
+    """A layer's data and weights DequantizeLinears and the weights' integers (None when
+    computed), or None unless both operands are dequantized."""
+    data_dq = index.produced_by(data, "DequantizeLinear")
+    weights_dq = index.produced_by(weights, "DequantizeLinear")
+    if data_dq is None or weights_dq is None:
+        return None
+    return data_dq, weights_dq, index.constant(weights_dq.input[0])
 
 
 def per_tensor_bytes(index: GraphIndex, dq: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray] | str:

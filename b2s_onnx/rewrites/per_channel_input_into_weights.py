@@ -26,7 +26,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._dequantized import weight_dequantization
+from b2s_onnx.rewrites._dequantized import dequantized_operands, weight_dequantization
 from b2s_onnx.rewrites._fusion_guard import is_guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -50,14 +50,13 @@ class PerChannelInputIntoWeights:
     ) -> Fired | Declined | None:
         guard = index.producer.get(node.input[0])
         data = guard.input[0] if guard is not None and is_guard(index, guard) else node.input[0]
-        data_dq = index.produced_by(data, "DequantizeLinear")
-        weights_dq = index.produced_by(node.input[1], "DequantizeLinear")
-        if data_dq is None or weights_dq is None or len(data_dq.input) < 3:
+        operands = dequantized_operands(index, data, node.input[1])
+        if operands is None or len(operands[0].input) < 3:
             return None
+        data_dq, weights_dq, q = operands
         scale, zero = index.constant(data_dq.input[1]), index.constant(data_dq.input[2])
         if scale is None or zero is None or scale.size < 2:
             return None  # per tensor already (or computed): nothing to fold
-        q = index.constant(weights_dq.input[0])
         if q is None or q.ndim < 3 or not is_depthwise(node, q.shape):
             return Declined(self.name, node.name, "not a depthwise Conv on constant weights")
         reader = index.only_consumer(node.output[0])

@@ -34,7 +34,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._dequantized import weight_dequantization
+from b2s_onnx.rewrites._dequantized import dequantized_operands, weight_dequantization
 from b2s_onnx.rewrites._fusion_guard import is_guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -62,11 +62,10 @@ class PerChannelOutputIntoWeights:
         conv, between = chain
         if conv.op_type != "Conv" or conv.domain not in STANDARD:
             return None
-        data_dq = index.produced_by(conv.input[0], "DequantizeLinear")
-        weights_dq = index.produced_by(conv.input[1], "DequantizeLinear")
-        if data_dq is None or weights_dq is None:
+        operands = dequantized_operands(index, conv.input[0], conv.input[1])
+        if operands is None:
             return None
-        q = index.constant(weights_dq.input[0])
+        data_dq, weights_dq, q = operands
         if q is None or q.ndim < 3:
             return Declined(self.name, node.name, "the weights are not a constant")
         why = _why_not(index, node, conv, data_dq, q, scale)

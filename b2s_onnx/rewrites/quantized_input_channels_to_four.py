@@ -29,7 +29,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._dequantized import per_tensor_bytes, weight_dequantization
+from b2s_onnx.rewrites._dequantized import (
+    dequantized_operands,
+    per_tensor_bytes,
+    weight_dequantization,
+)
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
@@ -70,11 +74,10 @@ class QuantizedInputChannelsToFour:
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
     ) -> Fired | Declined | None:
-        data_dq = index.produced_by(node.input[0], "DequantizeLinear")
-        weights_dq = index.produced_by(node.input[1], "DequantizeLinear")
-        if data_dq is None or weights_dq is None:
+        operands = dequantized_operands(index, node.input[0], node.input[1])
+        if operands is None:
             return None
-        q = index.constant(weights_dq.input[0])
+        data_dq, weights_dq, q = operands
         if q is None or q.ndim != 4 or not 1 <= q.shape[1] < CHANNELS:
             return None
         if int(index.attribute(node, "group", 1)) != 1:
