@@ -373,8 +373,7 @@ def _weights(shape, axis, zero=0, seed=0):
     }
 
 
-def _conv_model(group=1, bias=True, reader="none", zero=0, strides=(1, 1)):
-    channels, inputs = 4, 4
+def _conv_model(group=1, bias=True, reader="none", zero=0, strides=(1, 1), channels=4, inputs=4):
     values = _weights([channels, inputs // group, 3, 3], 0, zero)
     conv_inputs = ["x_dq", "w_dq"]
     if bias:
@@ -463,9 +462,10 @@ def test_depthwise_conv_read_in_float_stays_float_on_weights_dequantized_once():
 
 
 def test_conv_read_by_one_quantize_is_left_for_qlinearconv():
-    model = _conv_model(reader="quantize")
+    # 16 output channels: above what few-channels-as-conv-integer takes.
+    model = _conv_model(reader="quantize", channels=16)
     report = apply_rewrites(model)
-    assert "conv-integer" not in report.counts()
+    assert not {"conv-integer", "few-channels-as-conv-integer"} & set(report.counts())
     assert optimized_op_counts(model)["QLinearConv"] == 1
 
 

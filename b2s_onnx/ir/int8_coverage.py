@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,8 @@ INT8_LAYERS = ("Convolution", "GroupConvolution", "MatMul")
 class Coverage:
     #: IR layers of INT8_LAYERS with a FakeQuantize on an input.
     int8_layers: int
-    #: Integer kernels in onnxruntime's optimized graph, by op type.
+    #: Layers that integer kernels of onnxruntime's optimized graph compute, by kernel op
+    #: type (a kernel computing several stacked layers counts once for each).
     integer_kernels: Counter
     #: Float convolution/matmul kernels left in the optimized graph.
     float_kernels: Counter
@@ -62,9 +64,9 @@ def int8_layers(xml: str | os.PathLike) -> int:
     return count
 
 
-def optimized_op_counts(model: onnx.ModelProto, threads: int = 1) -> Counter:
-    """Op types of onnxruntime's optimized graph (extended optimizations, as a session
-    runs them, but without the hardware-specific layout pass)."""
+def optimized_graph(model: onnx.ModelProto, threads: int = 1) -> onnx.GraphProto:
+    """onnxruntime's optimized graph (extended optimizations, as a session runs them, but
+    without the hardware-specific layout pass)."""
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "optimized.onnx"
         options = ort.SessionOptions()
@@ -73,14 +75,46 @@ def optimized_op_counts(model: onnx.ModelProto, threads: int = 1) -> Counter:
         options.intra_op_num_threads = threads
         options.log_severity_level = 3
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        optimized = onnx.load(str(path), load_external_data=False)
-    return Counter(node.op_type for node in optimized.graph.node)
+        return onnx.load(str(path), load_external_data=False).graph
+
+
+def optimized_op_counts(model: onnx.ModelProto, threads: int = 1) -> Counter:
+    """Op types of onnxruntime's optimized graph."""
+    return Counter(node.op_type for node in optimized_graph(model, threads).node)
+
+
+#: Per-element ops that may stand between a kernel's sums and the Split of stacked layers.
+_ELEMENTWISE = frozenset({"DequantizeLinear", "Add", "Mul"})
+
+
+def layers_computed(readers: Mapping[str, list[onnx.NodeProto]], node: onnx.NodeProto) -> int:
+    """How many layers ``node`` computes: the outputs of the Split its result reaches
+    through per-element ops alone (several layers stacked into one kernel, as the rewrite
+    ``sibling-conv-integers`` writes them), else 1. ``readers`` maps each tensor to the
+    nodes that read it."""
+    current = node
+    while True:
+        following = readers.get(current.output[0], [])
+        if len(following) != 1:
+            return 1
+        current = following[0]
+        if current.op_type == "Split":
+            return len(current.output)
+        if current.op_type not in _ELEMENTWISE:
+            return 1
 
 
 def coverage(xml: str | os.PathLike, model: onnx.ModelProto) -> Coverage:
-    ops = optimized_op_counts(model)
-    return Coverage(
-        int8_layers(xml),
-        Counter({k: v for k, v in ops.items() if k in INTEGER_KERNELS}),
-        Counter({k: v for k, v in ops.items() if k in FLOAT_KERNELS}),
-    )
+    graph = optimized_graph(model)
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    integer: Counter = Counter()
+    floats: Counter = Counter()
+    for node in graph.node:
+        if node.op_type in INTEGER_KERNELS:
+            integer[node.op_type] += layers_computed(readers, node)
+        elif node.op_type in FLOAT_KERNELS:
+            floats[node.op_type] += 1
+    return Coverage(int8_layers(xml), integer, floats)

@@ -27,6 +27,7 @@ from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
 from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
+from b2s_onnx.rewrites.few_channels_conv_integer import FewChannelsConvInteger
 from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
 from b2s_onnx.rewrites.gelu_fusable_form import GeluFusableForm
@@ -51,6 +52,7 @@ from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
 from b2s_onnx.rewrites.resize_sizes_as_scales import ResizeSizesAsScales
 from b2s_onnx.rewrites.scale_shift_as_batchnorm import ScaleShiftAsBatchNorm
+from b2s_onnx.rewrites.sibling_conv_integers import SiblingConvIntegers
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
@@ -73,6 +75,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PerChannelOutputIntoWeights(),
     PointwiseConvOnAPoint(),
     ConvIntegerUnquantizedOutput(),
+    FewChannelsConvInteger(),
+    SiblingConvIntegers(),
     MatMulBiasAsSum(),
     PerChannelInputIntoWeights(),
     QuantizedInputChannelsToFour(),

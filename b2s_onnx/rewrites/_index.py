@@ -128,6 +128,13 @@ class GraphIndex:
             return None
         return node
 
+    def position(self, node: onnx.NodeProto) -> int:
+        """``node``'s place in this pass's (topologically ordered) node list."""
+        positions = self.memo.setdefault("positions", {})
+        if not positions:
+            positions.update((id(n), i) for i, n in enumerate(self.graph.node))
+        return positions[id(node)]
+
     def only_consumer(self, name: str) -> onnx.NodeProto | None:
         """The single node reading ``name``, when it is not also a graph output."""
         readers = self.consumers.get(name, [])

@@ -60,68 +60,80 @@ class ConvIntegerUnquantizedOutput:
         reader = index.only_consumer(node.output[0])
         if reader is not None and reader.op_type == "QuantizeLinear":
             return None
-        data = _dequantization(index, data_dq)
-        weights = _dequantization(index, weights_dq)
-        if isinstance(data, str) or isinstance(weights, str):
-            return Declined(self.name, node.name, data if isinstance(data, str) else weights)
-        data_q, data_scale, data_zero = data
-        weights_q, weights_scale, weights_zero = weights
-        if index.constant(data_q) is not None or data_zero.dtype != np.uint8:
-            return Declined(self.name, node.name, "the input is not a run-time uint8 tensor")
-        if data_scale.size != 1 or data_zero.size != 1:
-            return Declined(self.name, node.name, "the input is quantized per channel")
-        q = index.constant(weights_q)
-        if q is None or q.ndim != 4:
-            return Declined(self.name, node.name, "the weights are not a 4-D integer constant")
-        channels = q.shape[0]
-        if is_depthwise(node, q.shape):
-            return Declined(self.name, node.name, DEPTHWISE_REASON)
-        if weights_zero.size > 1 and np.any(weights_zero != weights_zero.reshape(-1)[0]):
-            return Declined(self.name, node.name, "the weights' zero points differ by channel")
-        if weights_scale.size not in (1, channels) or (
-            weights_scale.size > 1 and int(index.attribute(weights_dq, "axis", 1)) % 4 != 0
-        ):
-            return Declined(self.name, node.name, "the weights' scales are not per output channel")
-        bias = index.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-        if len(node.input) > 2 and node.input[2] and bias is None:
-            return Declined(self.name, node.name, "the bias is computed")
-        matched = [node] + [
-            dq for dq in (data_dq, weights_dq) if index.only_consumer(dq.output[0]) is node
-        ]
-        if not index.is_free(matched):
-            return None
-        index.claim(matched)
-        zero = int(weights_zero.reshape(-1)[0])
-        if q.dtype == np.int8:
-            q = (q.astype(np.int16) + 128).astype(np.uint8)
-            zero += 128
-        base = node.name or node.output[0]
-        q_name = index.add_initializer(f"{base}/weights_u8", np.ascontiguousarray(q))
-        zero_name = index.add_initializer(f"{base}/weights_zero_point", np.asarray(zero, np.uint8))
-        scale = (
-            np.float32(data_scale.reshape(())) * weights_scale.astype(np.float32).reshape(-1)
-        ).astype(np.float32)
-        scale_vector = np.broadcast_to(scale, (channels,)).astype(np.float32)
-        scale_name = index.add_initializer(f"{base}/scale", np.ascontiguousarray(scale_vector))
-        summed = index.names.fresh(f"{base}/sum")
-        attributes = [a for a in node.attribute if a.name in SHARED_ATTRIBUTES]
-        integer = helper.make_node(
-            "ConvInteger", [data_q, q_name, data_dq.input[2], zero_name], [summed], name=base
+        return conv_integer_form(self.name, index, node, data_dq, weights_dq)
+
+
+def conv_integer_form(
+    rule: str,
+    index: GraphIndex,
+    node: onnx.NodeProto,
+    data_dq: onnx.NodeProto,
+    weights_dq: onnx.NodeProto,
+) -> Fired | Declined | None:
+    """``node`` (a Conv on two DequantizeLinears) as ConvInteger -> DequantizeLinear ->
+    Add(bias), whoever reads its output; ``rule`` names the rewrite in the report."""
+    data = _dequantization(index, data_dq)
+    weights = _dequantization(index, weights_dq)
+    if isinstance(data, str) or isinstance(weights, str):
+        return Declined(rule, node.name, data if isinstance(data, str) else weights)
+    data_q, data_scale, data_zero = data
+    weights_q, weights_scale, weights_zero = weights
+    if index.constant(data_q) is not None or data_zero.dtype != np.uint8:
+        return Declined(rule, node.name, "the input is not a run-time uint8 tensor")
+    if data_scale.size != 1 or data_zero.size != 1:
+        return Declined(rule, node.name, "the input is quantized per channel")
+    q = index.constant(weights_q)
+    if q is None or q.ndim != 4:
+        return Declined(rule, node.name, "the weights are not a 4-D integer constant")
+    channels = q.shape[0]
+    if is_depthwise(node, q.shape):
+        return Declined(rule, node.name, DEPTHWISE_REASON)
+    if weights_zero.size > 1 and np.any(weights_zero != weights_zero.reshape(-1)[0]):
+        return Declined(rule, node.name, "the weights' zero points differ by channel")
+    if weights_scale.size not in (1, channels) or (
+        weights_scale.size > 1 and int(index.attribute(weights_dq, "axis", 1)) % 4 != 0
+    ):
+        return Declined(rule, node.name, "the weights' scales are not per output channel")
+    bias = index.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if len(node.input) > 2 and node.input[2] and bias is None:
+        return Declined(rule, node.name, "the bias is computed")
+    matched = [node] + [
+        dq for dq in (data_dq, weights_dq) if index.only_consumer(dq.output[0]) is node
+    ]
+    if not index.is_free(matched):
+        return None
+    index.claim(matched)
+    zero = int(weights_zero.reshape(-1)[0])
+    if q.dtype == np.int8:
+        q = (q.astype(np.int16) + 128).astype(np.uint8)
+        zero += 128
+    base = node.name or node.output[0]
+    q_name = index.add_initializer(f"{base}/weights_u8", np.ascontiguousarray(q))
+    zero_name = index.add_initializer(f"{base}/weights_zero_point", np.asarray(zero, np.uint8))
+    scale = (
+        np.float32(data_scale.reshape(())) * weights_scale.astype(np.float32).reshape(-1)
+    ).astype(np.float32)
+    scale_vector = np.broadcast_to(scale, (channels,)).astype(np.float32)
+    scale_name = index.add_initializer(f"{base}/scale", np.ascontiguousarray(scale_vector))
+    summed = index.names.fresh(f"{base}/sum")
+    attributes = [a for a in node.attribute if a.name in SHARED_ATTRIBUTES]
+    integer = helper.make_node(
+        "ConvInteger", [data_q, q_name, data_dq.input[2], zero_name], [summed], name=base
+    )
+    integer.attribute.extend(attributes)
+    # DequantizeLinear of the int32 sums is float(sum) * scale: Cast and Mul in one pass.
+    scaled = node.output[0] if bias is None else index.names.fresh(f"{base}/scaled")
+    nodes = [
+        integer,
+        helper.make_node("DequantizeLinear", [summed, scale_name], [scaled], axis=1),
+    ]
+    if bias is not None:
+        bias_name = index.add_initializer(
+            f"{base}/bias", _per_channel(bias.astype(np.float32), channels)
         )
-        integer.attribute.extend(attributes)
-        # DequantizeLinear of the int32 sums is float(sum) * scale: Cast and Mul in one pass.
-        scaled = node.output[0] if bias is None else index.names.fresh(f"{base}/scaled")
-        nodes = [
-            integer,
-            helper.make_node("DequantizeLinear", [summed, scale_name], [scaled], axis=1),
-        ]
-        if bias is not None:
-            bias_name = index.add_initializer(
-                f"{base}/bias", _per_channel(bias.astype(np.float32), channels)
-            )
-            nodes.append(helper.make_node("Add", [scaled, bias_name], [node.output[0]]))
-        index.replace(matched, nodes)
-        return Fired(self.name, node.name, f"{channels} channels, weight zero point {zero}")
+        nodes.append(helper.make_node("Add", [scaled, bias_name], [node.output[0]]))
+    index.replace(matched, nodes)
+    return Fired(rule, node.name, f"{channels} channels, weight zero point {zero}")
 
 
 def _dequantization(

@@ -242,14 +242,6 @@ def _root(
     return _Statistics(data, axes, epsilon, nodes, seeds)
 
 
-def _positions(index: GraphIndex) -> dict[int, int]:
-    """Each node's place in the (topologically ordered) node list, once per pass."""
-    memo = index.memo.setdefault("layer-norm-spelled-out", {})
-    if "positions" not in memo:
-        memo["positions"] = {id(n): i for i, n in enumerate(index.graph.node)}
-    return memo["positions"]
-
-
 def _evaluate(
     index: GraphIndex, node: onnx.NodeProto, values: dict[str, Poly], data: str, limit: int
 ) -> Poly | None:
@@ -292,7 +284,6 @@ def _formula(
 ) -> tuple[list[onnx.NodeProto], dict[str, Poly]]:
     """The element-wise nodes computable from the statistics, ``x`` and constants, in
     graph order, with the value of each tensor."""
-    positions = _positions(index)
     inside = {id(n) for n in stats.nodes}
     values = dict(stats.seeds)
     heap: list[tuple[int, int]] = []
@@ -302,7 +293,7 @@ def _formula(
         for reader in _readers(index, name):
             if id(reader) not in inside and id(reader) not in pending:
                 pending[id(reader)] = reader
-                heapq.heappush(heap, (positions[id(reader)], id(reader)))
+                heapq.heappush(heap, (index.position(reader), id(reader)))
 
     for name in stats.seeds:
         push(name)
