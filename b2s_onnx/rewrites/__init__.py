@@ -53,6 +53,7 @@ from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
 from b2s_onnx.rewrites.resize_sizes_as_scales import ResizeSizesAsScales
 from b2s_onnx.rewrites.scale_shift_as_batchnorm import ScaleShiftAsBatchNorm
 from b2s_onnx.rewrites.sibling_conv_integers import SiblingConvIntegers
+from b2s_onnx.rewrites.sibling_convs import SiblingConvs
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
@@ -97,6 +98,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ResizeAsMatMul(),
     ResizeSizesAsScales(),
     ConcatAsConvSum(),
+    SiblingConvs(),
     PerAxisQuantizeGuard(),
     PerAxisDequantizeGuard(),
 )
