@@ -118,6 +118,17 @@ def _openvino_order(model: onnx.ModelProto, feeds, conv: str) -> np.ndarray:
     return ((q - int(Y_ZERO)) * Y_SCALE).astype(np.float32)
 
 
+def _layers_per_kernel(model: onnx.ModelProto) -> list[int]:
+    """The layers each integer kernel of onnxruntime's optimized graph computes."""
+    graph = optimized_graph(model)
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    kernels = [n for n in graph.node if n.op_type in INTEGER_KERNELS]
+    return [layers_computed(readers, n) for n in kernels]
+
+
 # -- few-channels-as-conv-integer -------------------------------------------------------------
 
 
@@ -215,13 +226,7 @@ def test_conv_integers_reading_the_same_bytes_stack_into_one_keeping_every_bit(
     for name in expected:
         assert got[name].tobytes() == expected[name].tobytes(), name
     # Coverage counts each stacked layer: one kernel, len(outputs) layers.
-    graph = optimized_graph(stacked)
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for node in graph.node:
-        for name in node.input:
-            readers.setdefault(name, []).append(node)
-    kernels = [n for n in graph.node if n.op_type in INTEGER_KERNELS]
-    assert [layers_computed(readers, n) for n in kernels] == [len(outputs)]
+    assert _layers_per_kernel(stacked) == [len(outputs)]
 
 
 def test_pointwise_conv_integers_are_not_stacked():
@@ -275,3 +280,12 @@ def test_stacking_keeps_every_bit_for_any_heads(outputs, kernel, stride, seed):
     assert apply_rewrites(stacked).counts().get("sibling-conv-integers") == 1
     expected, got = run_onnxruntime(separate, feeds), run_onnxruntime(stacked, feeds)
     assert all(got[k].tobytes() == expected[k].tobytes() for k in expected)
+
+
+def test_a_networks_own_split_after_one_layer_counts_one_layer():
+    conv_nodes, values = _conv("conv", 16, 8, 3)
+    split = helper.make_node("Split", ["conv"], ["y0", "y1"], axis=1, num_outputs=2)
+    model = _model([*conv_nodes, split], values, 16, outputs=("y0", "y1"))
+    model.opset_import[0].version = 18
+    assert apply_rewrites(model).counts().get("conv-integer") == 1
+    assert _layers_per_kernel(model) == [1]

@@ -19,6 +19,7 @@ import onnx
 import onnxruntime as ort
 
 from b2s_onnx.ir.reader import read_ir_xml
+from b2s_onnx.rewrites.sibling_conv_integers import STACKED
 
 #: Kernels of onnxruntime's optimized graph that compute on 8-bit integers.
 INTEGER_KERNELS = frozenset(
@@ -88,10 +89,11 @@ _ELEMENTWISE = frozenset({"DequantizeLinear", "Add", "Mul"})
 
 
 def layers_computed(readers: Mapping[str, list[onnx.NodeProto]], node: onnx.NodeProto) -> int:
-    """How many layers ``node`` computes: the outputs of the Split its result reaches
-    through per-element ops alone (several layers stacked into one kernel, as the rewrite
-    ``sibling-conv-integers`` writes them), else 1. ``readers`` maps each tensor to the
-    nodes that read it."""
+    """How many layers ``node`` computes: for a ConvInteger the rewrite
+    ``sibling-conv-integers`` stacked (known by its name), the outputs of the Split its result
+    reaches through per-element ops; else 1. ``readers`` maps each tensor to its readers."""
+    if node.op_type != "ConvInteger" or not node.name.endswith(STACKED):
+        return 1
     current = node
     while True:
         following = readers.get(current.output[0], [])

@@ -41,6 +41,9 @@ from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 STANDARD = ("", "ai.onnx")
+#: The end of a stacked ConvInteger's name, by which coverage counts knows it (a network's
+#: own Split after a layer read in float is one layer, not several).
+STACKED = "/stacked"
 
 
 @dataclass(frozen=True)
@@ -183,7 +186,7 @@ def _stack(rule: str, index: GraphIndex, layers: list[_Layer]) -> Fired:
     split = index.add_initializer(f"{base}/stacked_split", np.asarray(counts, np.int64))
     summed = index.names.fresh(f"{base}/stacked_sum")
     scaled = index.names.fresh(f"{base}/stacked_scaled")
-    conv = helper.make_node("ConvInteger", list(first.input), [summed], name=f"{base}/stacked")
+    conv = helper.make_node("ConvInteger", list(first.input), [summed], name=f"{base}{STACKED}")
     conv.attribute.extend(first.attribute)
     conv.input[1] = weights
     nodes = [conv, helper.make_node("DequantizeLinear", [summed, scale], [scaled], axis=1)]
