@@ -135,6 +135,12 @@ class GraphIndex:
             positions.update((id(n), i) for i, n in enumerate(self.graph.node))
         return positions[id(node)]
 
+    def sole_feeders(
+        self, node: onnx.NodeProto, *producers: onnx.NodeProto
+    ) -> list[onnx.NodeProto]:
+        """Those of ``producers`` whose output ``node`` alone reads: they go when it goes."""
+        return [p for p in producers if self.only_consumer(p.output[0]) is node]
+
     def only_consumer(self, name: str) -> onnx.NodeProto | None:
         """The single node reading ``name``, when it is not also a graph output."""
         readers = self.consumers.get(name, [])
@@ -147,6 +153,10 @@ class GraphIndex:
             if attr.name == name:
                 return onnx.helper.get_attribute_value(attr)
         return default
+
+    def attributes(self, node: onnx.NodeProto) -> dict:
+        """All of ``node``'s attributes by name (to compare two nodes' settings)."""
+        return {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attribute}
 
     def text(self, node: onnx.NodeProto, name: str, default: str = "") -> str:
         """A string attribute as text (protobuf gives bytes)."""
@@ -188,6 +198,19 @@ class GraphIndex:
         """Schedules ``matched`` (claimed nodes) to give way to ``replacements``, which go
         where the last of them stood; :meth:`commit` carries out a pass's replacements."""
         self._pending.append((matched, replacements))
+
+    def replace_stacked(
+        self, layers: list[list[onnx.NodeProto]], replacements: list[onnx.NodeProto]
+    ) -> None:
+        """Schedules several layers (claimed nodes each) to give way to one set of
+        ``replacements`` computing all their outputs. Every layer's readers come after its
+        own last node, so the replacements go where the earliest of those stood; the other
+        layers' nodes simply go."""
+        earliest = min(layers, key=lambda nodes: max(self.position(n) for n in nodes))
+        self.replace(earliest, replacements)
+        for nodes in layers:
+            if nodes is not earliest:
+                self.replace(nodes, [])
 
     def can_rename(self, name: str) -> bool:
         """Whether readers of ``name`` can be pointed elsewhere: it is no graph output and

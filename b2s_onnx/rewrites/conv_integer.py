@@ -97,9 +97,7 @@ def conv_integer_form(
     bias = index.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
     if len(node.input) > 2 and node.input[2] and bias is None:
         return Declined(rule, node.name, "the bias is computed")
-    matched = [node] + [
-        dq for dq in (data_dq, weights_dq) if index.only_consumer(dq.output[0]) is node
-    ]
+    matched = [node, *index.sole_feeders(node, data_dq, weights_dq)]
     if not index.is_free(matched):
         return None
     index.claim(matched)

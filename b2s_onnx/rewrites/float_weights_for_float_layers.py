@@ -54,7 +54,7 @@ class FloatWeightsForFloatLayers:
         q, scale, zero = values[:3]
         if q.dtype not in (np.int8, np.uint8) or scale.dtype != np.float32:
             return Declined(self.name, node.name, "the weights are not 8-bit to float32")
-        matched = [dq, node] if index.only_consumer(dq.output[0]) is node else [node]
+        matched = [node, *index.sole_feeders(node, dq)]
         if not index.is_free(matched):
             return None
         index.claim(matched)

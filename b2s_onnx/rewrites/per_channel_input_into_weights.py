@@ -78,9 +78,7 @@ class PerChannelInputIntoWeights:
             return Declined(self.name, node.name, weights)
         weights_scale, weights_zero = weights
         removable = _dead_after(index, node, guard, data_dq, data)
-        matched = [node, *removable]
-        if index.only_consumer(weights_dq.output[0]) is node:
-            matched.append(weights_dq)
+        matched = [node, *removable, *index.sole_feeders(node, weights_dq)]
         if not index.is_free(matched):
             return None
         index.claim(matched)

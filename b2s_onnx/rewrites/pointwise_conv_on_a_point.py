@@ -72,10 +72,7 @@ class PointwiseConvOnAPoint:
         bias = index.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         if len(node.input) > 2 and node.input[2] and bias is None:
             return Declined(self.name, node.name, "the bias is computed")
-        matched = [node]
-        for dq in (data_dq, weights_dq):
-            if index.only_consumer(dq.output[0]) is node:
-                matched.append(dq)
+        matched = [node, *index.sole_feeders(node, data_dq, weights_dq)]
         if not index.is_free(matched):
             return None
         index.claim(matched)

@@ -95,11 +95,7 @@ class QuantizedInputChannelsToFour:
         weights_zero = weights[1]
         if _behind_transpose(index, data_dq.input[0]):
             return Declined(self.name, node.name, BEHIND_TRANSPOSE)
-        matched = [node]
-        if index.only_consumer(weights_dq.output[0]) is node:
-            matched.append(weights_dq)
-        if index.only_consumer(data_dq.output[0]) is node:
-            matched.append(data_dq)
+        matched = [node, *index.sole_feeders(node, weights_dq, data_dq)]
         if not index.is_free(matched):
             return None
         index.claim(matched)

@@ -112,9 +112,7 @@ def _needs_unfolding(index: GraphIndex, node: onnx.NodeProto) -> bool:
 
 def _same_geometry(index: GraphIndex, a: onnx.NodeProto, b: onnx.NodeProto) -> bool:
     """Same attributes, zero points and weight layout but the output channel count."""
-    if {x.name: helper.get_attribute_value(x) for x in a.attribute} != {
-        x.name: helper.get_attribute_value(x) for x in b.attribute
-    }:
+    if index.attributes(a) != index.attributes(b):
         return False
     wa, wb = index.constant(a.input[1]), index.constant(b.input[1])
     if wa is None or wb is None or wa.dtype != wb.dtype or wa.shape[1:] != wb.shape[1:]:
@@ -199,12 +197,6 @@ def _stack(rule: str, index: GraphIndex, layers: list[_Layer]) -> Fired:
         scaled = shifted
     outputs = [layer.output for layer in layers]
     nodes.append(helper.make_node("Split", [scaled, split], outputs, axis=1))
-    # Every member's readers come after its own last node; the earliest of those is where
-    # the stacked layer can stand, and the other members' nodes simply go.
-    earliest = min(layers, key=lambda layer: index.position(layer.nodes[-1]))
-    index.replace(list(earliest.nodes), nodes)
-    for layer in layers:
-        if layer is not earliest:
-            index.replace(list(layer.nodes), [])
+    index.replace_stacked([list(layer.nodes) for layer in layers], nodes)
     names = ", ".join(layer.nodes[0].name or layer.nodes[0].output[0] for layer in layers)
     return Fired(rule, base, f"{len(layers)} layers ({names}), {counts} output channels")

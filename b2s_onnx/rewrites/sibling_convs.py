@@ -89,9 +89,7 @@ def _candidate(index: GraphIndex, node: onnx.NodeProto) -> bool:
 
 
 def _same_geometry(index: GraphIndex, a: onnx.NodeProto, b: onnx.NodeProto) -> bool:
-    if {x.name: helper.get_attribute_value(x) for x in a.attribute} != {
-        x.name: helper.get_attribute_value(x) for x in b.attribute
-    }:
+    if index.attributes(a) != index.attributes(b):
         return False
     return index.constant(a.input[1]).shape[1:] == index.constant(b.input[1]).shape[1:]
 
@@ -119,11 +117,6 @@ def _stack(rule: str, index: GraphIndex, convs: list[onnx.NodeProto], counts: li
         conv,
         helper.make_node("Split", [stacked, split], [c.output[0] for c in convs], axis=1),
     ]
-    # Every layer's readers come after it: the earliest layer's place precedes them all.
-    earliest = min(convs, key=index.position)
-    index.replace([earliest], nodes)
-    for other in convs:
-        if other is not earliest:
-            index.replace([other], [])
+    index.replace_stacked([[layer] for layer in convs], nodes)
     names = ", ".join(c.name or c.output[0] for c in convs)
     return Fired(rule, base, f"{len(convs)} layers ({names}), {counts} output channels")
