@@ -143,29 +143,34 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
 
     # A super-resolution shape: convs with per-channel PReLU, a sub-pixel (DepthToSpace)
     # output, and a bicubic upsampling of the input added to it.
-    data = ops.parameter([1, 3, 180, 320], np.float32, name="data")
-    body = _conv_stack(ops, data, activations["prelu-channel"], 32, 3)
-    body = ops.depth_to_space(
-        ops.convolution(
+    # "-spelled": the sub-pixel step as PyTorch's exports before DepthToSpace wrote it,
+    # Reshape -> Transpose -> Reshape.
+    for name, spelled in (("bicubic-skip", False), ("bicubic-skip-spelled", True)):
+        data = ops.parameter([1, 3, 180, 320], np.float32, name="data")
+        body = _conv_stack(ops, data, activations["prelu-channel"], 32, 3)
+        body = ops.convolution(
             body,
             ops.constant(rng.standard_normal([48, 32, 3, 3]).astype(np.float32) * 0.05),
             [1, 1],
             [1, 1],
             [1, 1],
             [1, 1],
-        ),
-        "depth_first",
-        4,
-    )
-    upsampled = ops.interpolate(
-        data,
-        ops.constant(np.asarray([720, 1280], np.int64)),
-        "cubic",
-        "sizes",
-        axes=ops.constant(np.asarray([2, 3], np.int64)),
-        coordinate_transformation_mode="half_pixel",
-    )
-    models["bicubic-skip"] = (ov.Model([ops.add(body, upsampled)], [data]), [1, 3, 180, 320])
+        )
+        if spelled:
+            split = ops.reshape(body, ops.constant(np.asarray([1, 3, 4, 4, 180, 320])), False)
+            moved = ops.transpose(split, ops.constant(np.asarray([0, 1, 4, 2, 5, 3])))
+            body = ops.reshape(moved, ops.constant(np.asarray([1, 3, 720, 1280])), False)
+        else:
+            body = ops.depth_to_space(body, "depth_first", 4)
+        upsampled = ops.interpolate(
+            data,
+            ops.constant(np.asarray([720, 1280], np.int64)),
+            "cubic",
+            "sizes",
+            axes=ops.constant(np.asarray([2, 3], np.int64)),
+            coordinate_transformation_mode="half_pixel",
+        )
+        models[name] = (ov.Model([ops.add(body, upsampled)], [data]), [1, 3, 180, 320])
     data = ops.parameter([1, 128, 256], np.float32, name="data")
     models["transformer-encoder"] = (ov.Model([encoder(ops, data, rng)], [data]), [1, 128, 256])
     data = ops.parameter([1, 50, 32], np.float32, name="data")

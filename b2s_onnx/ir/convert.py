@@ -48,7 +48,7 @@ from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topolog
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type, raw_bytes
 from b2s_onnx.ir.writer import PROTOBUF_LIMIT, save_with_late_tensors, stream_size
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
-from b2s_onnx.rewrites import RewriteReport, apply_rewrites
+from b2s_onnx.rewrites import RewriteReport, apply_rewrites, converted_model_rewrites
 from b2s_onnx.validation import conversion_blame, prove
 
 DEFAULT_OPSET = 18
@@ -584,7 +584,9 @@ def convert_ir_model(
     rewrites = lowered.rewrites
     _check_shapes(lowered.model, ctx, order, weights.path, rewrites.absorbed)
     if fuse:
-        rewrites.extend(apply_rewrites(lowered.model, late=late))
+        chosen = options or LoweringOptions()
+        planned = converted_model_rewrites(chosen.strategy, chosen.threads)
+        rewrites.extend(apply_rewrites(lowered.model, planned, late=late))
     # Layers no Result reads (dangling in the IR, or left unread by a rewrite): OpenVINO
     # never computes them, onnxruntime would on every run.
     unread = drop_dead_nodes(lowered.model.graph)

@@ -57,6 +57,7 @@ from b2s_onnx.rewrites.sibling_convs import SiblingConvs
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
+from b2s_onnx.rewrites.transpose_in_stages import TransposeInStages
 from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
 
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
@@ -101,7 +102,19 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     SiblingConvs(),
     PerAxisQuantizeGuard(),
     PerAxisDequantizeGuard(),
+    TransposeInStages(),
 )
+
+
+def converted_model_rewrites(
+    strategy: str = "auto", threads: int | None = None
+) -> tuple[Rewrite, ...]:
+    """The defaults, with the permutation planner told how the model will run (the
+    lowering options' strategy and intra-op threads)."""
+    return tuple(
+        TransposeInStages(strategy, threads) if isinstance(r, TransposeInStages) else r
+        for r in CONVERTED_MODEL_REWRITES
+    )
 
 
 def lowering_rewrites(domains: Sequence[str]) -> tuple[Rewrite, ...]:
@@ -153,5 +166,6 @@ __all__ = [
     "Rewrite",
     "RewriteReport",
     "apply_rewrites",
+    "converted_model_rewrites",
     "lowering_rewrites",
 ]
