@@ -260,7 +260,14 @@ def test_conv_into_upsampling_declines_with_the_reason(kwargs, reason):
 
 
 def _small_conv(
-    inputs, outputs, size, activation="Relu", strides=(1, 1), residual=False, bias_add=False
+    inputs,
+    outputs,
+    size,
+    activation="Relu",
+    strides=(1, 1),
+    residual=False,
+    bias_add=False,
+    skip=False,
 ):
     rng = np.random.default_rng(inputs * 100 + outputs)
     constants = {
@@ -283,6 +290,12 @@ def _small_conv(
     if residual:  # a blocked Add reads the result: it stays in onnxruntime's layout
         nodes[-1].output[0] = "z"
         nodes.append(helper.make_node("Add", ["z", "z"], ["y"]))
+    if skip:  # a full-size constant added (a skip the layout never blocks): reads NCHW
+        nodes[-1].output[0] = "z"
+        rows = (size + 2 - 3) // strides[0] + 1
+        columns = (size + 3 + 2 - 3) // strides[1] + 1
+        constants["skip"] = rng.standard_normal([1, outputs, rows, columns]).astype(np.float32)
+        nodes.append(helper.make_node("Add", ["z", "skip"], ["y"]))
     return _model(nodes, constants, [1, inputs, size, size + 3])
 
 
@@ -299,6 +312,17 @@ def test_few_channel_conv_on_a_large_map_runs_in_3d_with_its_activation(
     assert _ops(rewritten) == expected
     conv = rewritten.graph.node[1]
     assert len(next(i for i in rewritten.graph.initializer if i.name == conv.input[1]).dims) == 5
+    np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("inputs", "outputs"), [(8, 3), (4, 1)])
+def test_few_channel_conv_added_to_a_constant_runs_in_3d(inputs, outputs):
+    # A super-resolution output (8 -> 3) plus its bicubic skip: onnxruntime would reorder
+    # the blocked result back for the Add, so the Conv gains nothing from blocking.
+    model = _small_conv(inputs, outputs, 256, None, bias_add=True, skip=True)
+    before, after, report, rewritten = _rewrite(model)
+    assert _fired(report) == ["small-conv-as-3d"]
+    assert _ops(rewritten) == ["Unsqueeze", "Conv", "Squeeze", "Add"]
     np.testing.assert_allclose(after, before, rtol=1e-5, atol=1e-5)
 
 
