@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 import b2s_onnx
-from benchmarks._machine import interleaved_medians, isa_flags
+from benchmarks._machine import interleaved_medians, isa_flags, settle_seconds
 from benchmarks.atrous_irs import AtrousGraph, atrous_ir_model
 from benchmarks.models import _session
 
@@ -138,6 +138,7 @@ def measure(pattern: Pattern, folder: Path, threads: int, repeats: int) -> dict:
             "openvino": lambda: request.infer(feeds),
         },
         repeats,
+        settle_for=settle_seconds(threads),
     )
     return {
         "pattern": pattern.name,

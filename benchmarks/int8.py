@@ -31,7 +31,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import b2s_onnx
 from b2s_onnx.ir.int8_coverage import coverage
-from benchmarks._machine import interleaved_medians, isa_flags
+from benchmarks._machine import interleaved_medians, isa_flags, settle, settle_seconds
 from benchmarks.models import _session
 
 MODELS = Path(__file__).resolve().parents[1] / "models" / "int8"
@@ -92,17 +92,20 @@ def _calibration(shape, count: int = 8) -> list[dict]:
 
 
 def _timed(
-    contenders: Mapping[str, Callable[[], object]], repeats: int, statistic: str
+    contenders: Mapping[str, Callable[[], object]], repeats: int, statistic: str, threads: int
 ) -> dict[str, float]:
     """Seconds per call, rounds interleaved: the median, or the fastest round ("best": what a
-    contender costs when the machine's other load leaves it alone, steadier when shared)."""
+    contender costs when the machine's other load leaves it alone, steadier when shared).
+    With several threads each timed call follows an untimed run-in (``settle_seconds``)."""
+    run_in = settle_seconds(threads)
     if statistic == "median":
-        return interleaved_medians(contenders, repeats)
+        return interleaved_medians(contenders, repeats, settle_for=run_in)
     best = {name: float("inf") for name in contenders}
     for run in contenders.values():
         run()
     for _ in range(repeats):
         for name, run in contenders.items():
+            settle(run, run_in)
             start = time.perf_counter()
             run()
             best[name] = min(best[name], time.perf_counter() - start)
@@ -142,6 +145,7 @@ def reference_conv_stack(folder: Path, threads: int, repeats: int, statistic: st
         {"onnxruntime": lambda: session.run(None, feeds), "openvino": lambda: request.infer(feeds)},
         repeats,
         statistic,
+        threads,
     )
     return {
         "onnxruntime_ms": times["onnxruntime"] * 1e3,
@@ -167,7 +171,7 @@ def measure(
         request = _openvino(xml, threads)
         runs = {k: (lambda s=s: s.run(None, feeds)) for k, s in sessions.items()}
         runs["openvino"] = lambda: request.infer(feeds)
-        times = _timed(runs, repeats, statistic)
+        times = _timed(runs, repeats, statistic, threads)
     found = coverage(xml, qdq)
     row = {"model": name, "threads": threads, **{f"{k}_ms": v * 1e3 for k, v in times.items()}}
     row["qdq/openvino"] = times["qdq"] / times["openvino"]

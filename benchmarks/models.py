@@ -34,7 +34,7 @@ import numpy as np
 import onnxruntime as ort
 
 import b2s_onnx
-from benchmarks._machine import interleaved_medians, isa_flags
+from benchmarks._machine import interleaved_medians, isa_flags, settle_seconds
 from models.recurrent import lstm_over_time
 from models.transformer import encoder
 
@@ -289,7 +289,7 @@ def measure(
         key: (lambda session=session: session.run(None, feeds)) for key, session in sessions.items()
     }
     runs["openvino"] = lambda: request.infer(feeds)
-    times = interleaved_medians(runs, repeats)
+    times = interleaved_medians(runs, repeats, settle_for=settle_seconds(threads))
     row = {
         "model": name,
         "threads": threads,
