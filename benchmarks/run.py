@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,6 +31,7 @@ import b2s_onnx
 from b2s_onnx.builders import single_op_model
 from b2s_onnx.ops import OP_MODULES
 from b2s_onnx.parity.runtime import make_session
+from benchmarks._machine import interleaved_medians, settle_seconds
 
 DTYPES = {
     "f32": (TensorProto.FLOAT, np.float32),
@@ -278,16 +277,8 @@ def measure(case: Case, dtype: str, threads: int, repeats: int) -> dict:
     peer = _openvino(case, data, threads)
     if peer is not None:
         runs["openvino"] = peer
-    samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(2):
-        for run in runs.values():
-            run()
-    for _ in range(repeats):
-        for name, run in runs.items():
-            start = time.perf_counter()
-            run()
-            samples[name].append(time.perf_counter() - start)
-    ms = {name: statistics.median(v) * 1e3 for name, v in samples.items()}
+    seconds = interleaved_medians(runs, repeats, settle_for=settle_seconds(threads))
+    ms = {name: value * 1e3 for name, value in seconds.items()}
     result = {
         "case": case.name,
         "dtype": dtype,
