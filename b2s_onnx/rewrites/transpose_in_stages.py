@@ -6,8 +6,10 @@ DepthToSpace existed, and TensorFlow graphs that spell it out) reaches onnxrunti
 rank-6 Transpose that moves the innermost axis: its general strided copy costs ~13 copies
 of the tensor, where single-axis moves cost ~2 each (``b2s_onnx.lowering._planner``).
 Measured on a [1,48,270,480] -> [1,3,1080,1920] shuffle, one thread: 17.7 ms as one
-Transpose, 3.9 ms in the planner's stages. Only static shapes are planned; below the
-planner's size threshold a single Transpose is kept. Pure data movement: bit-exact.
+Transpose, 3.9 ms in the planner's stages (another run: 18.3 -> 5.7 ms). At 2 threads
+onnxruntime's inward kernel slows down on large tensors and the stages tie with the single
+Transpose (18.2 -> 19.7 ms; docs/performance.md). Only static shapes are planned; below
+the planner's size threshold a single Transpose is kept. Pure data movement: bit-exact.
 """
 
 from __future__ import annotations
