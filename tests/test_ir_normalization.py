@@ -77,6 +77,8 @@ def test_batch_norm_inference_refuses_a_negative_epsilon(tmp_path):
         ([2, 6, 5], [2], 2),
         ([1, 4, 5, 3], [3, 2], 4),
         ([1, 5, 1, 1], [1], 1),
+        ([1, 96, 3, 4], [1], 5),  # from 96 channels: windows gathered, a grouped Conv
+        ([1, 112, 2, 3], [1], 4),
     ],
 )
 def test_lrn_matches_openvino(tmp_path, shape, axes, size):

@@ -531,11 +531,56 @@ def test_lrn_becomes_a_banded_conv_and_a_power_within_rounding(channels, size, b
     np.testing.assert_allclose(after, before, rtol=2e-6, atol=1e-7)
 
 
-def test_lrn_over_many_channels_stays_an_lrn():
+def test_lrn_over_many_channels_off_the_block_stays_an_lrn():
     before, after, report, rewritten = _rewrite(_lrn(channels=520))
     assert _ops(rewritten) == ["LRN"]
-    assert "more than 512" in report.declined[0].reason
+    assert "more than 512 channels, not in whole blocks of 16" in report.declined[0].reason
     assert before.tobytes() == after.tobytes()
+
+
+@pytest.mark.parametrize("beta", [0.75, 0.6])
+@pytest.mark.parametrize(("channels", "size"), [(96, 5), (192, 3), (256, 7), (528, 5), (144, 1)])
+def test_lrn_over_whole_blocks_sums_each_block_from_its_window_within_rounding(
+    channels, size, beta
+):
+    before, after, report, rewritten = _rewrite(_lrn(channels, size, beta), seed=channels)
+    assert _fired(report) == ["lrn-as-conv"]
+    assert "grouped by 16" in report.fired[0].detail
+    ops = _ops(rewritten)
+    assert "LRN" not in ops
+    assert ops.count("Gather") == 1
+    (conv,) = [n for n in rewritten.graph.node if n.op_type == "Conv"]
+    assert helper.get_attribute_value(conv.attribute[0]) == channels // 16
+    np.testing.assert_allclose(after, before, rtol=2e-6, atol=1e-7)
+
+
+def _lrn_reference(x: np.ndarray, size: int, alpha: float, beta: float, bias: float):
+    """ONNX's LRN in float64 (its window: c - floor((size-1)/2) .. c + ceil((size-1)/2))."""
+    squares = x.astype(np.float64) ** 2
+    before, after = (size - 1) // 2, size // 2
+    padded = np.pad(squares, [(0, 0), (before, after), (0, 0), (0, 0)])
+    window = sum(padded[:, i : i + x.shape[1]] for i in range(size))
+    return x / (bias + alpha / size * window) ** beta
+
+
+@pytest.mark.parametrize("size", [2, 4, 6])
+def test_lrn_with_an_even_window_sums_the_spec_window(size):
+    # onnxruntime's own LRN takes odd sizes only; the spec's window decides.
+    model = _lrn(144, size)
+    x = np.random.default_rng(size).standard_normal([1, 144, 6, 7]).astype(np.float32) * 4
+    report = apply_rewrites(model)
+    assert "grouped by 16" in report.fired[0].detail
+    after = run_onnxruntime(model, {"x": x})["y"]
+    np.testing.assert_allclose(after, _lrn_reference(x, size, 1e-3, 0.75, 1.0), rtol=2e-6)
+
+
+@pytest.mark.parametrize("channels", [64, 120])
+def test_lrn_below_the_grouped_form_keeps_the_banded_conv(channels):
+    model = _lrn(channels)
+    before, after, report, rewritten = _rewrite(model, seed=channels)
+    assert "banded" in report.fired[0].detail
+    assert "Gather" not in _ops(rewritten)
+    np.testing.assert_allclose(after, before, rtol=2e-6, atol=1e-7)
 
 
 # -- mvn-as-normalization --------------------------------------------------------------------
