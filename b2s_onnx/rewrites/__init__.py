@@ -19,6 +19,7 @@ from b2s_onnx.rewrites._rule import Declined, Fired, Rewrite, RewriteReport
 from b2s_onnx.rewrites.add_per_quantize import AddPerQuantize
 from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.average_pool_in_float import AveragePoolInFloat
+from b2s_onnx.rewrites.channel_gate_in_blocks import ChannelGateInBlocks
 from b2s_onnx.rewrites.channel_padding_as_concat import ChannelPaddingAsConcat
 from b2s_onnx.rewrites.clamp_before_quantize import ClampBeforeQuantize
 from b2s_onnx.rewrites.concat_as_conv_sum import ConcatAsConvSum
@@ -56,6 +57,7 @@ from b2s_onnx.rewrites.sibling_conv_integers import SiblingConvIntegers
 from b2s_onnx.rewrites.sibling_convs import SiblingConvs
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
+from b2s_onnx.rewrites.spatial_mean_as_pool import SpatialMeanAsPool
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
 from b2s_onnx.rewrites.transpose_in_stages import TransposeInStages
 from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
@@ -94,6 +96,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     GeluFusableForm(),
     ResidualScale(),
     SmallConvAs3d(),
+    SpatialMeanAsPool(),
+    ChannelGateInBlocks(),
     ScaleShiftAsBatchNorm(),
     PadChannelsToBlock(),
     ResizeAsMatMul(),

@@ -39,6 +39,11 @@ _PASS_THROUGH = (
 )
 
 
+#: Activations onnxruntime folds into the Conv before it when that Conv's only reader
+#: (``activation`` of its fused Conv); Relu, Sigmoid and Tanh pass through above anyway.
+_FOLDED_INTO_CONV = ("HardSigmoid", "LeakyRelu", "Clip")
+
+
 def channels(index: GraphIndex, name: str) -> int | None:
     """The static channel count of a 4-D float32 tensor, else None."""
     info = index.info(name)
@@ -139,6 +144,9 @@ def _rule(index: GraphIndex, name: str):
         return [data], lambda m: m[data] and channels(index, name) % BLOCK == 0
     if op in _PASS_THROUGH:
         return [node.input[0]], lambda m: m[node.input[0]]
+    if op in _FOLDED_INTO_CONV and _folded_into_conv(index, node):
+        # The Conv computes the activation on its blocked output.
+        return [node.input[0]], lambda m: m[node.input[0]]
     if op in ("Add", "Sum", "Mul"):
         if op == "Add" and (data := _is_conv_bias(index, node)) is not None:
             return [data], lambda m: m[data]
@@ -158,6 +166,29 @@ def _rule(index: GraphIndex, name: str):
     if op == "Resize" and _is_blocked_upsample(index, node):
         return [node.input[0]], lambda m: m[node.input[0]]
     return [], lambda _: False
+
+
+def _folded_into_conv(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """Whether onnxruntime folds activation ``node`` into the Conv before it: the Conv's
+    output (or its bias Add's, folded too) is read by ``node`` alone, or, for HardSigmoid,
+    by ``node`` and a Mul of the two (HSwish, which it folds as one activation)."""
+    data = node.input[0]
+    producer = index.producer.get(data)
+    if producer is None or producer.domain not in ("", "ai.onnx"):
+        return False
+    if producer.op_type != "Conv" and not (
+        producer.op_type == "Add" and _is_conv_bias(index, producer) is not None
+    ):
+        return False
+    readers = index.consumers.get(data, [])
+    if data in index.graph_outputs:
+        return False
+    if readers == [node]:
+        return True
+    if node.op_type != "HardSigmoid" or len(readers) != 2:
+        return False
+    other = readers[1] if readers[0] is node else readers[0]
+    return other.op_type == "Mul" and sorted(other.input) == sorted([data, node.output[0]])
 
 
 def _per_channel_scaling(index: GraphIndex, node: onnx.NodeProto) -> str | None:

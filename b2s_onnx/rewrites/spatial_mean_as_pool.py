@@ -1,0 +1,80 @@
+"""ReduceMean over both spatial axes of a blocked 4-D tensor -> GlobalAveragePool.
+
+onnxruntime keeps GlobalAveragePool in its blocked channel layout but not ReduceMean, so a
+squeeze-and-excitation block (MobileNetV3, EfficientNet) that averages a blocked tensor
+with ReduceMean first reorders the whole tensor back to NCHW. As GlobalAveragePool the
+average reads the blocked tensor in place; `channel-gate-in-blocks` keeps the gate's
+product there too. ReduceMean without keepdims followed by a Reshape to [N, C, 1, 1] (how
+the Keras frontend writes it) becomes the pool alone; without such a Reshape, the pool and
+a Reshape to [N, C]. Measured together with `channel-gate-in-blocks`, 1 thread:
+MobileNetV3-Small 0.93x the time, EfficientNet-B0 0.94x (the gate alone: 0.99x).
+
+The mean adds the same values in another order: float rounding only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from b2s_onnx.rewrites._blocked_layout import is_blocked
+from b2s_onnx.rewrites._index import GraphIndex
+from b2s_onnx.rewrites._rule import Fired, RewriteReport
+
+
+class SpatialMeanAsPool:
+    name = "spatial-mean-as-pool"
+    #: The sum runs in another order (see the module doc).
+    exact = False
+    anchors = ("ReduceMean",)
+
+    def attempt(
+        self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
+    ) -> Fired | None:
+        data = node.input[0]
+        shape = index.info(data).shape
+        if shape is None or len(shape) != 4 or None in shape[:2]:
+            return None
+        axes = _axes(index, node)
+        if axes is None or sorted(a % 4 for a in axes) != [2, 3]:
+            return None
+        if not is_blocked(index, data):
+            return None  # read in NCHW either way: nothing to gain
+        keep = int(index.attribute(node, "keepdims", 1))
+        matched, output, squeeze = [node], node.output[0], False
+        if not keep:
+            reshape = index.only_consumer(node.output[0])
+            target = None if reshape is None else index.info(reshape.output[0]).shape
+            if (
+                reshape is not None
+                and reshape.op_type == "Reshape"
+                and target == (shape[0], shape[1], 1, 1)
+            ):
+                matched.append(reshape)
+                output = reshape.output[0]
+                report.absorbed[node.output[0]] = output
+            else:
+                squeeze = True
+        if not index.is_free(matched):
+            return None
+        index.claim(matched)
+        pooled = index.names.fresh(f"{node.name}/pooled") if squeeze else output
+        nodes = [helper.make_node("GlobalAveragePool", [data], [pooled], name=node.name)]
+        if squeeze:
+            flat = index.add_initializer(f"{node.name}/flat_shape", np.asarray(shape[:2], np.int64))
+            nodes.append(
+                helper.make_node("Reshape", [pooled, flat], [output], name=f"{node.name}/flat")
+            )
+        index.replace(matched, nodes)
+        return Fired(self.name, node.name, f"over {list(shape)}")
+
+
+def _axes(index: GraphIndex, node: onnx.NodeProto) -> list[int] | None:
+    """The reduced axes (attribute before opset 18, constant input after), keepdims or not;
+    None when they are computed or absent (no axes: every axis)."""
+    axes = index.attribute(node, "axes", None)
+    if axes is None and len(node.input) > 1 and node.input[1]:
+        value = index.constant(node.input[1])
+        axes = None if value is None else [int(a) for a in value.reshape(-1)]
+    return None if axes is None else [int(a) for a in axes]
