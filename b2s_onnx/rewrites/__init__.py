@@ -40,6 +40,7 @@ from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.mvn_as_normalization import MvnAsNormalization
 from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
+from b2s_onnx.rewrites.pad_into_convs import PadIntoConvs
 from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisDequantizeGuard, PerAxisQuantizeGuard
 from b2s_onnx.rewrites.per_channel_input_into_weights import PerChannelInputIntoWeights
 from b2s_onnx.rewrites.per_channel_output_into_weights import PerChannelOutputIntoWeights
@@ -96,6 +97,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     GeluFusableForm(),
     ResidualScale(),
     SmallConvAs3d(),
+    PadIntoConvs(),
     SpatialMeanAsPool(),
     ChannelGateInBlocks(),
     ScaleShiftAsBatchNorm(),
