@@ -31,6 +31,7 @@ from onnx import numpy_helper
 
 import b2s_onnx
 from b2s_onnx.errors import B2SError
+from b2s_onnx.graph.walk import all_graphs
 from b2s_onnx.parity.ir_check import IR_QUANTIZED_ATOL
 from models.recurrent import lstm_over_time
 from tests.ir_mutations import IR_KINDS, ONNX_KINDS, mutate_ir, mutate_onnx, tiny_models
@@ -251,15 +252,6 @@ def _within_float_simulation(
     return worst <= 2 * float(np.abs(theirs.astype(np.float64) - expected).max(initial=0.0))
 
 
-def _graphs(graph: onnx.GraphProto):
-    """``graph`` and every subgraph (If/Loop/Scan bodies) in it."""
-    yield graph
-    for node in graph.node:
-        for attribute in node.attribute:
-            for body in [attribute.g] if attribute.HasField("g") else list(attribute.graphs):
-                yield from _graphs(body)
-
-
 def _within_denormal_flush(
     model: onnx.ModelProto,
     feeds: dict[str, np.ndarray],
@@ -275,7 +267,7 @@ def _within_denormal_flush(
     flushed.CopyFrom(model)
     tiny = np.finfo(np.float32).tiny
     changed = False
-    for graph in _graphs(flushed.graph):
+    for graph in all_graphs(flushed.graph):
         for tensor in graph.initializer:
             if tensor.data_type != onnx.TensorProto.FLOAT:
                 continue

@@ -158,6 +158,15 @@ class GraphIndex:
         """All of ``node``'s attributes by name (to compare two nodes' settings)."""
         return {attr.name: onnx.helper.get_attribute_value(attr) for attr in node.attribute}
 
+    def reduction_axes(self, node: onnx.NodeProto) -> list[int] | None:
+        """A Reduce op's axes as written (possibly negative): the attribute before opset 18
+        (ReduceSum: 13), the constant input after; None when computed or absent."""
+        axes = self.attribute(node, "axes", None)
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            value = self.constant(node.input[1])
+            axes = None if value is None else value.reshape(-1)
+        return None if axes is None else [int(a) for a in axes]
+
     def text(self, node: onnx.NodeProto, name: str, default: str = "") -> str:
         """A string attribute as text (protobuf gives bytes)."""
         value = self.attribute(node, name, default)

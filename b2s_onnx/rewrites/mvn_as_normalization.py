@@ -32,11 +32,7 @@ def reduce_mean_axes(index: GraphIndex, node: onnx.NodeProto) -> list[int] | Non
         return None
     if int(index.attribute(node, "keepdims", 1)) != 1:
         return None
-    axes = index.attribute(node, "axes", None)
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        value = index.constant(node.input[1])
-        axes = None if value is None else [int(a) for a in value.reshape(-1)]
-    return [int(a) for a in axes] if axes else None
+    return index.reduction_axes(node) or None
 
 
 def _reduced_axes(index: GraphIndex, node: onnx.NodeProto, rank: int) -> list[int] | None:

@@ -229,14 +229,10 @@ class _Walk:
         return True
 
     def _reduces_space_only(self, node: onnx.NodeProto) -> bool:
-        index = self.index
-        if len(node.input) > 1 and node.input[1]:
-            axes = index.constant(node.input[1])
-        else:
-            axes = index.attribute(node, "axes")
-        if axes is None or int(index.attribute(node, "keepdims", 1)) != 1:
+        axes = self.index.reduction_axes(node)
+        if axes is None or int(self.index.attribute(node, "keepdims", 1)) != 1:
             return False
-        return len(axes) > 0 and all(int(a) % 4 in (2, 3) for a in np.reshape(axes, -1))
+        return len(axes) > 0 and all(a % 4 in (2, 3) for a in axes)
 
     def _resize_keeps_channels(self, node: onnx.NodeProto) -> bool:
         index = self.index

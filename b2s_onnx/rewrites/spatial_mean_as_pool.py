@@ -36,7 +36,7 @@ class SpatialMeanAsPool:
         shape = index.info(data).shape
         if shape is None or len(shape) != 4 or None in shape[:2]:
             return None
-        axes = _axes(index, node)
+        axes = index.reduction_axes(node)
         if axes is None or sorted(a % 4 for a in axes) != [2, 3]:
             return None
         if not is_blocked(index, data):
@@ -69,13 +69,3 @@ class SpatialMeanAsPool:
             )
         index.replace(matched, nodes)
         return Fired(self.name, node.name, f"over {list(shape)}")
-
-
-def _axes(index: GraphIndex, node: onnx.NodeProto) -> list[int] | None:
-    """The reduced axes (attribute before opset 18, constant input after), keepdims or not;
-    None when they are computed or absent (no axes: every axis)."""
-    axes = index.attribute(node, "axes", None)
-    if axes is None and len(node.input) > 1 and node.input[1]:
-        value = index.constant(node.input[1])
-        axes = None if value is None else [int(a) for a in value.reshape(-1)]
-    return None if axes is None else [int(a) for a in axes]
