@@ -17,9 +17,11 @@ Lifting road-segmentation-adas-0001's 8 -> 24 convolutions, whose output meets a
 Add, measured 1.01x -> 1.13x, hence the rule on readers. Below 65536 output pixels the two
 extra nodes cost more than blocking wastes (lenet5's 1 -> 6 on 28x28: 0.05 -> 0.10 ms).
 
-An Add of a graph input or a constant reads NCHW too (onnxruntime blocks an Add only
-when every operand comes blocked): a super-resolution network's last 8 -> 3 Conv at
-1080x1920 plus its bicubic input took 0.74x the time lifted, and the whole network 0.96x.
+An Add, Sum or Mul the layout does not keep reads NCHW too (onnxruntime blocks one only
+when every operand comes blocked; `_blocked_layout.is_blocked` decides): a
+super-resolution network's last 8 -> 3 Conv at 1080x1920 plus its bicubic input took 0.74x
+the time lifted; with its 8 -> 8 attention Conv, whose gate multiplies a pixel-shuffled
+tensor, lifted as well, the whole network 0.95x.
 
 A bias the converter left as a separate per-channel Add (onnxruntime folds that into a 2-D
 Conv, not past the Squeeze) becomes the 3-D Conv's bias; without that,
@@ -34,6 +36,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._blocked_layout import is_blocked
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._per_channel import channel_vector
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -67,27 +70,17 @@ BLOCKED_OPS = (
 )
 
 
-#: Element-wise ops the layout keeps only when every input comes blocked, of one shape.
-ALL_INPUTS_BLOCKED = ("Add", "Sum", "Mul")
-
-
-def _never_blocked(index: GraphIndex, name: str) -> bool:
-    """A graph input or a constant: the layout never blocks it, so an Add of it and a
-    blocked tensor reorders that tensor back to NCHW first."""
-    return name in index.graph_inputs or index.constant(name) is not None
-
-
-def _reads_nchw(index: GraphIndex, node: onnx.NodeProto, source: str) -> bool:
-    """Whether ``node`` takes ``source`` in NCHW even inside onnxruntime's NCHWc layout:
-    it is no op the layout keeps, an Add/Sum/Mul with a graph input or a constant (a
-    super-resolution network's bicubic skip), or a Conv with fewer input channels than a
-    block. An Add of two computed tensors counts as blocked: even where the layout would
-    reorder it, the 2-D Conv measured faster when the tensors around it are padded to a
-    block (ppocrv3-det's first layer, 3 -> 8 channels before HSwish: 1.03x with it lifted)."""
+def _reads_nchw(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """Whether ``node`` takes its data input in NCHW even inside onnxruntime's NCHWc layout:
+    it is no op the layout keeps, an Add/Sum/Mul the layout does not keep (one with a graph
+    input or a constant, such as a super-resolution network's bicubic skip: the shared
+    layout predicate decides), or a Conv with fewer input channels than a block. An Add or
+    Mul it keeps counts as blocked even where lifting would leave it NCHW: ppocrv3-det's
+    first layer (3 -> 8 channels, before an HSwish onnxruntime folds) took 1.03x lifted."""
     if node.op_type not in BLOCKED_OPS or node.domain not in ("", "ai.onnx"):
         return True
-    if node.op_type in ALL_INPUTS_BLOCKED:
-        return any(_never_blocked(index, i) for i in node.input if i and i != source)
+    if node.op_type in ("Add", "Sum", "Mul"):
+        return not is_blocked(index, node.output[0])
     if node.op_type != "Conv" or len(node.input) < 2:
         return False
     weights = index.weight(node.input[1])
@@ -162,7 +155,7 @@ class SmallConvAs3d:
         if activation is not None:
             matched.append(activation)
         result = matched[-1].output[0]
-        if not all(_reads_nchw(index, r, result) for r in index.consumers.get(result, [])):
+        if not all(_reads_nchw(index, r) for r in index.consumers.get(result, [])):
             return Declined(self.name, node.name, "its output stays in onnxruntime's blocks")
         if not index.is_free(matched):
             return None
