@@ -150,7 +150,7 @@ def measure(pattern: Pattern, folder: Path, threads: int, repeats: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--only", nargs="*", default=None, help="substrings of pattern names")

@@ -334,7 +334,7 @@ def triage(results: list[Outcome]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--source", nargs="+", choices=SOURCES, default=list(SOURCES))
     parser.add_argument("--filter", default="", help="only cases whose name contains this")
     parser.add_argument("--fp16", action="store_true", help="also FP16-compressed weights")

@@ -75,6 +75,32 @@ def _conv_stack(ops, data, act: Callable, channels: int, layers: int = 4):
     return x
 
 
+def _csp_stem(ops, data, rng):
+    """YOLOv4's CSPDarknet53 up to its second cross-stage block, Mish after every
+    convolution: element-wise chains over activations of up to 22 MB."""
+
+    def conv(x, out, kernel=3, stride=1):
+        channels = x.get_output_partial_shape(0)[1].get_length()
+        scale = np.sqrt(2 / (channels * kernel * kernel))
+        weights = rng.standard_normal([out, channels, kernel, kernel]) * scale
+        pad = [kernel // 2] * 2
+        y = ops.convolution(
+            x, ops.constant(weights.astype(np.float32)), [stride] * 2, pad, pad, [1, 1]
+        )
+        bias = rng.standard_normal([1, out, 1, 1]) * 0.1
+        return ops.mish(ops.add(y, ops.constant(bias.astype(np.float32))))
+
+    def cross_stage(x, half, hidden, blocks, out):
+        route, body = conv(x, half, 1), conv(x, half, 1)
+        for _ in range(blocks):
+            body = ops.add(body, conv(conv(body, hidden, 1), half))
+        return conv(ops.concat([conv(body, half, 1), route], 1), out, 1)
+
+    x = cross_stage(conv(conv(data, 32), 64, stride=2), 64, 32, 1, 64)
+    x = cross_stage(conv(x, 128, stride=2), 64, 64, 2, 128)
+    return x
+
+
 def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     """IRs that isolate one pattern each, written with OpenVINO's own API."""
     import openvino as ov
@@ -171,6 +197,8 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
             coordinate_transformation_mode="half_pixel",
         )
         models[name] = (ov.Model([ops.add(body, upsampled)], [data]), [1, 3, 180, 320])
+    data = ops.parameter([1, 3, 416, 416], np.float32, name="data")
+    models["cspdarknet-mish"] = (ov.Model([_csp_stem(ops, data, rng)], [data]), [1, 3, 416, 416])
     data = ops.parameter([1, 128, 256], np.float32, name="data")
     models["transformer-encoder"] = (ov.Model([encoder(ops, data, rng)], [data]), [1, 128, 256])
     data = ops.parameter([1, 50, 32], np.float32, name="data")
@@ -372,7 +400,7 @@ def markdown(rows: list[dict], threads: list[int]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--only", nargs="*", default=None, help="substrings of model names")
@@ -429,6 +457,8 @@ def main() -> None:
                 for r in rows
                 if r["threads"] == threads and r["group"] == group and not r["quantized"]
             ]
+            if not ratios:
+                continue  # none of the group's models was selected
             print(
                 f"{group} geomean fused/openvino at {threads} thread(s): "
                 f"{_geomean(ratios):.2f} over {len(ratios)} models, "

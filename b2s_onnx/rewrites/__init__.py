@@ -28,6 +28,7 @@ from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
 from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
+from b2s_onnx.rewrites.elementwise_in_chunks import ElementwiseInChunks
 from b2s_onnx.rewrites.few_channels_conv_integer import FewChannelsConvInteger
 from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
@@ -109,18 +110,25 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PerAxisQuantizeGuard(),
     PerAxisDequantizeGuard(),
     TransposeInStages(),
+    ElementwiseInChunks(),
 )
 
 
 def converted_model_rewrites(
     strategy: str = "auto", threads: int | None = None
 ) -> tuple[Rewrite, ...]:
-    """The defaults, with the permutation planner told how the model will run (the
-    lowering options' strategy and intra-op threads)."""
-    return tuple(
-        TransposeInStages(strategy, threads) if isinstance(r, TransposeInStages) else r
-        for r in CONVERTED_MODEL_REWRITES
-    )
+    """The defaults, told how the model will run (the lowering options' strategy and
+    intra-op threads): the permutation planner's stages and the element-wise chains'
+    slices depend on both."""
+
+    def told(rewrite: Rewrite) -> Rewrite:
+        if isinstance(rewrite, TransposeInStages):
+            return TransposeInStages(strategy, threads)
+        if isinstance(rewrite, ElementwiseInChunks):
+            return ElementwiseInChunks(threads)
+        return rewrite
+
+    return tuple(told(r) for r in CONVERTED_MODEL_REWRITES)
 
 
 def lowering_rewrites(domains: Sequence[str]) -> tuple[Rewrite, ...]:
