@@ -496,7 +496,9 @@ def test_padding_removes_onnxruntimes_reorders_around_the_narrow_tensors(tmp_pat
     ("narrow", "middle", "reader"),
     [
         (6, "depthwise", "Conv"),  # more than doubled: measured slower
-        (24, "depthwise", "Conv"),  # wider than a block: measured no faster
+        (24, "maxpool", "Conv"),  # wider than a block, no depthwise conv: measured no faster
+        (24, "batchnorm", "Conv"),
+        (56, "depthwise", "Conv"),  # beyond 47 channels
         (8, "activations", "Conv"),  # onnxruntime folds them into the convolution
     ],
 )
@@ -505,6 +507,49 @@ def test_regions_not_worth_padding_are_left_alone(narrow, middle, reader):
     report, rewritten = _rewrite(model)
     assert not _pad_fired(report)
     assert [n.op_type for n in rewritten.graph.node] == [n.op_type for n in model.graph.node]
+
+
+@pytest.mark.parametrize(("narrow", "padded"), [(24, 32), (40, 48), (34, 48)])
+def test_a_wider_region_around_a_depthwise_conv_is_padded_within_rounding(narrow, padded):
+    """onnxruntime runs a depthwise Conv blocked only on whole blocks (EfficientNet-B3's and
+    NASNet's 17-47-channel branches: 0.95x)."""
+    model = _bottleneck(narrow, "depthwise")
+    report, rewritten = _rewrite(model)
+    assert _pad_fired(report) == [f"3 tensors from {narrow} to {padded} channels"]
+    _close_at_both_levels(rewritten, model, _feeds(model, special=False), rtol=1e-5)
+
+
+def _squeeze_excite(squeezed: int, channels: int = 64, size: int = 12) -> onnx.ModelProto:
+    """x -> spatial mean -> 1x1 Conv to ``squeezed`` -> Swish -> 1x1 Conv back -> Sigmoid ->
+    times x: a Keras EfficientNet squeeze-and-excitation block."""
+    rng = np.random.default_rng(3)
+    constants = {
+        "axes": np.asarray([2, 3], np.int64),
+        "w_sq": rng.uniform(-1, 1, (squeezed, channels, 1, 1)).astype(np.float32),
+        "b_sq": rng.uniform(-1, 1, squeezed).astype(np.float32),
+        "w_ex": rng.uniform(-1, 1, (channels, squeezed, 1, 1)).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("ReduceMean", ["x", "axes"], ["pooled"], keepdims=1),
+        helper.make_node("Conv", ["pooled", "w_sq", "b_sq"], ["squeezed"]),
+        helper.make_node("Sigmoid", ["squeezed"], ["s"]),
+        helper.make_node("Mul", ["squeezed", "s"], ["swish"]),
+        helper.make_node("Conv", ["swish", "w_ex"], ["excited"]),
+        helper.make_node("Sigmoid", ["excited"], ["gate"]),
+        helper.make_node("Mul", ["x", "gate"], ["y"]),
+    ]
+    return _model(nodes, constants, [1, channels, size, size])
+
+
+@pytest.mark.parametrize(("squeezed", "padded"), [(24, 32), (34, 48), (12, 16)])
+def test_a_squeeze_wider_than_a_block_is_padded_so_its_gate_stays_blocked(squeezed, padded):
+    """A squeeze of 17-47 channels at one value per channel: padding costs nothing, and the
+    excite Conv reading whole blocks keeps the gate, and the Mul of the whole tensor by it,
+    in onnxruntime's blocked layout (Keras EfficientNet-B3: 0.95x)."""
+    model = _squeeze_excite(squeezed)
+    report, rewritten = _rewrite(model)
+    assert _pad_fired(report) == [f"3 tensors from {squeezed} to {padded} channels"]
+    _close_at_both_levels(rewritten, model, _feeds(model, special=False), rtol=1e-5)
 
 
 @pytest.mark.parametrize(

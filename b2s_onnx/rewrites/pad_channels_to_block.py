@@ -1,5 +1,6 @@
-"""Narrow tensors between convolutions (8 to 15 channels) -> the same tensors padded with
-zero channels to one block of onnxruntime's blocked layout.
+"""Narrow tensors between convolutions (8 to 15 channels, or 17 to 47 around a depthwise
+convolution) -> the same tensors padded with zero channels to whole blocks of
+onnxruntime's blocked layout.
 
 onnxruntime runs 2-D convolutions in a blocked layout (16 channels per block with AVX-512),
 padding a partial block itself; but its depthwise convolutions, pools and Adds need whole
@@ -17,8 +18,12 @@ that keep zero channels finite, and the reading convolutions zero weights for th
 channels, so they add ``0 * finite`` terms to the same sums.
 
 Measured, 1 thread, same run (with against without): road-segmentation-adas-0001 0.90x,
-ppocrv3-det 0.97x, open-closed-eye 0.96x. Not done, because measured slower or no faster:
-regions of 17+ channels (24 -> 32: road-segmentation 1.02x), tensors below 8 channels
+ppocrv3-det 0.97x, open-closed-eye 0.96x. From 17 to 47 channels only a region with a
+depthwise convolution (which onnxruntime runs blocked only on whole blocks) is padded:
+Keras EfficientNet-B3's 40- and 24-channel first stage 0.95x, NASNetMobile's 22-channel
+separable branches 0.96x; without a depthwise convolution such regions measured no faster
+(EfficientNet-B0, MobileNetV2, MobileNetV3-L 1.00-1.01x, road-segmentation's 24 -> 32
+1.02x). Not done, because measured slower or no faster: tensors below 8 channels
 (6 -> 16 made LeNet's small layers 1.27x slower), regions whose only channel-wise ops are
 activations onnxruntime folds into the convolution (face-detection-retail's squeeze
 layers: 1.02x), ConvTranspose readers (not blocked by onnxruntime: ppocr 1.03x).
@@ -67,6 +72,8 @@ _BINARY_PAD = {"Add": 0.0, "Sub": 0.0, "Mul": 0.0, "Div": 1.0, "PRelu": 0.0}
 _AXES = {"Conv": (0, 1)}
 #: No more than doubling a tensor: 6 -> 16 channels made LeNet's small layers 1.27x slower.
 _MAX_GROWTH = 2
+#: Wider regions are padded only when they hold a depthwise convolution (see the module doc).
+_WIDE_LIMIT = 3 * BLOCK
 #: BatchNormalization's parameters (scale, bias, mean, var) padded so that 0 maps to 0.
 _NORM_PAD = (1.0, 0.0, 0.0, 1.0)
 
@@ -138,7 +145,9 @@ class _Walk:
         when it fills whole blocks or is no tensor between convolutions at all."""
         index = self.index
         count = channels(index, seed.output[0])
-        if count is None or count >= BLOCK or _padded(count) > _MAX_GROWTH * count:
+        if count is None or count % BLOCK == 0 or count > _WIDE_LIMIT:
+            return None
+        if _padded(count) > _MAX_GROWTH * count:
             return None
         region = _Region(count)
         pending = [seed.output[0]]
@@ -180,7 +189,19 @@ class _Walk:
             return None  # nothing reads the channels back: padding would only add work
         if all(self._folded(node) for node in region.inner.values()):
             return None  # onnxruntime folds all of them into the convolutions
+        if count > BLOCK and not self._needs_whole_blocks(region):
+            return None
         return region
+
+    def _needs_whole_blocks(self, region: _Region) -> bool:
+        """Whether a region wider than a block holds what onnxruntime runs blocked only on
+        whole blocks and is worth padding: a depthwise convolution, or a squeeze (every
+        tensor one value per channel) whose reading convolution would otherwise leave the
+        blocked layout, and with it the gate of a squeeze-and-excitation block."""
+        if any(node.op_type == "Conv" for node in region.inner.values()):
+            return True
+        shapes = [self.index.info(tensor).shape for tensor in region.tensors]
+        return all(shape is not None and tuple(shape[2:]) == (1, 1) for shape in shapes)
 
     def _folded(self, node: onnx.NodeProto) -> bool:
         """An activation or a bias Add, which onnxruntime folds into the convolution."""
