@@ -679,9 +679,11 @@ def _concat_then_conv(
     group=1,
     stride=2,
     as_output=False,
+    activations=None,
 ):
-    """Blocked branches (Conv -> Relu from x[16]) of ``widths`` channels, concatenated over
-    channels and read by ``readers`` 3x3 Convs of 32 channels (and ``other_reader``). The
+    """Blocked branches (Conv -> Relu from x[16], or the ``activations`` given per branch:
+    Neg has no blocked kernel) of ``widths`` channels, concatenated over channels and read
+    by ``readers`` 3x3 Convs of 32 channels (and ``other_reader``). The
     first Conv's bias: an input (``after`` "bias-input"), an Add after it ("bias-add"), or
     none with a residual added: a blocked Conv ("residual") or its negation
     ("unblocked-residual": Neg has no blocked kernel)."""
@@ -691,9 +693,10 @@ def _concat_then_conv(
     nodes = []
     for k, width in enumerate(widths):
         constants[f"wb{k}"] = (rng.standard_normal([width, 16, 3, 3]) * 0.3).astype(np.float32)
+        activation = activations[k] if activations else "Relu"
         nodes += [
             helper.make_node("Conv", ["x", f"wb{k}"], [f"c{k}"], pads=[1] * 4),
-            helper.make_node("Relu", [f"c{k}"], [f"part{k}"]),
+            helper.make_node(activation, [f"c{k}"], [f"part{k}"]),
         ]
     nodes.append(
         helper.make_node("Concat", [f"part{k}" for k in range(len(widths))], ["cat"], axis=1)
@@ -782,10 +785,29 @@ def test_a_conv_of_a_blocked_concat_becomes_a_sum_of_convs_within_rounding(
     assert sum(optimized[k] for k in reorders) <= sum(before[k] for k in reorders)
 
 
+@pytest.mark.parametrize("activations", [("Neg", "Neg"), ("Relu", "Neg")], ids=["none", "one"])
+def test_a_concat_of_parts_outside_the_blocked_layout_becomes_a_sum_of_convs(activations, tmp_path):
+    """Parts without blocked kernels (a Mish branch: 0.93-0.98x): each part is reordered
+    for its own convolution instead of the Concat as a whole, and a blocked part no longer
+    leaves the blocked layout for the Concat."""
+    model = _concat_then_conv((16, 32), activations=activations)
+    report, rewritten = _rewrite(model)
+    assert _concat_fired(report) == ["2 parts into 1 convolution(s)"]
+    _close_at_both_levels(rewritten, model, _feeds(model, special=False), rtol=1e-5)
+    if not _blocked_layout_available(tmp_path):
+        return
+    before, optimized = _optimized_ops(model, tmp_path), _optimized_ops(rewritten, tmp_path)
+    assert optimized[("com.microsoft.nchwc", "Concat")] + optimized[("", "Concat")] == 0
+    outputs = [k for k in set(optimized) | set(before) if k[1] == "ReorderOutput"]
+    left = sum(optimized[k] for k in outputs) - sum(before[k] for k in outputs)
+    # The Relu part stays blocked; Neg parts leave as before, now without the Concat.
+    assert left == (-1 if "Relu" in activations else 0)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "reason"),
     [
-        ({"widths": (8, 16)}, "blocked layout in whole channel blocks"),
+        ({"widths": (8, 16)}, "a part does not fill whole channel blocks"),
         ({"other_reader": "MaxPool"}, "the Concat is also read by a MaxPool"),
         ({"as_output": True}, "the Concat is a graph output"),
         ({"widths": (16, 16), "group": 2}, "a grouped convolution reads the Concat"),
