@@ -6,7 +6,7 @@ function: with ``e = exp(x)`` and ``n = e * (e + 2)``, ``tanh(log(1 + e))`` simp
 ``n / (n + 2)``, so Mish is ``x / (1 + 2 / n)``. Six passes: Exp, Add, Mul, Div, Add, Div.
 The form ``x * n / (n + 2)`` needs ``exp`` clamped (at 20) to keep ``n / (n + 2)`` from
 inf / inf, a seventh pass; here an infinite ``n`` just gives ``2 / n = 0`` and ``x``. On a
-CSPDarknet stem the six passes took 0.96x the seven's time (docs/performance.md).
+CSPDarknet stem the six passes took 0.92x the seven's time at one thread (docs/performance.md).
 
 Against a float64 reference over [-110, 110] its largest error is 6.7e-7 (2.4e-7
 relative), where the three-op form's is 2.3e-6. Below x = -88.7, ``n`` is a denormal whose

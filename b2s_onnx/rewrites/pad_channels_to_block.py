@@ -1,6 +1,6 @@
-"""Narrow tensors between convolutions (8 to 15 channels, or 17 to 47 around a depthwise
-convolution) -> the same tensors padded with zero channels to whole blocks of
-onnxruntime's blocked layout.
+"""Narrow tensors between convolutions (8 to 15 channels; 17 to 47 around a depthwise
+convolution or in a squeeze) -> the same tensors padded with zero channels to whole blocks
+of onnxruntime's blocked layout.
 
 onnxruntime runs 2-D convolutions in a blocked layout (16 channels per block with AVX-512),
 padding a partial block itself; but its depthwise convolutions, pools and Adds need whole
@@ -18,12 +18,15 @@ that keep zero channels finite, and the reading convolutions zero weights for th
 channels, so they add ``0 * finite`` terms to the same sums.
 
 Measured, 1 thread, same run (with against without): road-segmentation-adas-0001 0.90x,
-ppocrv3-det 0.97x, open-closed-eye 0.96x. From 17 to 47 channels only a region with a
-depthwise convolution (which onnxruntime runs blocked only on whole blocks) is padded:
-Keras EfficientNet-B3's 40- and 24-channel first stage 0.95x, NASNetMobile's 22-channel
-separable branches 0.96x; without a depthwise convolution such regions measured no faster
-(EfficientNet-B0, MobileNetV2, MobileNetV3-L 1.00-1.01x, road-segmentation's 24 -> 32
-1.02x). Not done, because measured slower or no faster: tensors below 8 channels
+ppocrv3-det 0.97x, open-closed-eye 0.96x. From 17 to 47 channels only two kinds of region
+are padded: one with a depthwise convolution (which onnxruntime runs blocked only on whole
+blocks; NASNetMobile's 22-channel separable branches: 0.95-0.97x), and a squeeze of one
+value per channel, whose excite convolution reading a partial block would take the gate,
+and the multiply of the whole tensor by it, out of the blocked layout (Keras
+EfficientNet-B3's 24- and 34-channel squeezes: 0.95x). Regions with neither, a residual
+Add of 24 or 40 channels, measured no faster (EfficientNet-B0, MobileNetV2, MobileNetV3-L
+1.00-1.01x, road-segmentation's 24 -> 32 1.02x). Not done, because measured slower or no
+faster: tensors below 8 channels
 (6 -> 16 made LeNet's small layers 1.27x slower), regions whose only channel-wise ops are
 activations onnxruntime folds into the convolution (face-detection-retail's squeeze
 layers: 1.02x), ConvTranspose readers (not blocked by onnxruntime: ppocr 1.03x).
@@ -72,7 +75,7 @@ _BINARY_PAD = {"Add": 0.0, "Sub": 0.0, "Mul": 0.0, "Div": 1.0, "PRelu": 0.0}
 _AXES = {"Conv": (0, 1)}
 #: No more than doubling a tensor: 6 -> 16 channels made LeNet's small layers 1.27x slower.
 _MAX_GROWTH = 2
-#: Wider regions are padded only when they hold a depthwise convolution (see the module doc).
+#: Wider regions are padded only around a depthwise convolution or in a squeeze (module doc).
 _WIDE_LIMIT = 3 * BLOCK
 #: BatchNormalization's parameters (scale, bias, mean, var) padded so that 0 maps to 0.
 _NORM_PAD = (1.0, 0.0, 0.0, 1.0)
