@@ -69,8 +69,13 @@ def _assert_same_outputs(model: onnx.ModelProto, rewritten: onnx.ModelProto) -> 
 
 @pytest.mark.parametrize(
     ("threads", "shape", "slices"),
-    [(1, LARGE, 4), (None, [1, 32, 208, 208], 8), (2, [1, 32, 208, 208], 8)],
-    ids=["one-thread", "several", "two"],
+    [
+        (1, LARGE, 4),
+        (None, [1, 32, 208, 208], 8),
+        (2, [1, 32, 208, 208], 8),
+        (4, [1, 32, 256, 256], 4),
+    ],
+    ids=["one-thread", "several", "two", "four"],
 )
 def test_mish_over_a_large_tensor_runs_in_slices_bit_for_bit(threads, shape, slices):
     model = float_model(_mish_nodes(), SCALARS, shape)
@@ -111,6 +116,8 @@ def test_small_tensors_and_short_chains_are_left_whole():
     small = float_model(_mish_nodes(), SCALARS, [1, 16, 64, 64])  # 65536: one slice
     assert not _chunked(small, 1)[0].fired
     assert not _chunked(float_model(_mish_nodes(), SCALARS, LARGE), None)[0].fired
+    # 128K elements per thread: four threads want four slices of 512K.
+    assert not _chunked(float_model(_mish_nodes(), SCALARS, [1, 32, 208, 208]), 4)[0].fired
     pair = [helper.make_node("Sigmoid", ["x"], ["s"]), helper.make_node("Mul", ["x", "s"], ["y"])]
     assert not _chunked(float_model(pair, {}, LARGE))[0].fired
 

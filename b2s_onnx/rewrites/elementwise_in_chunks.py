@@ -10,10 +10,12 @@ only full-size traffic left is the chain's first read and its last write.
 
 The chunk depends on the threads the model will run with. One thread wants the slice's
 intermediates in its L2 cache (64K elements); with several, each node of a slice must be
-large enough for onnxruntime to split across them (256K). Measured on a CSPDarknet stem
-of 17 Mish layers at 416x416 (docs/performance.md): 145 -> 113 ms at one thread with 64K
+large enough for onnxruntime to split across them: 128K elements per thread, 256K when the
+count is not given (two threads' worth; measured at two). Measured on a CSPDarknet stem of
+17 Mish layers at 416x416 (docs/performance.md): 145 -> 113 ms at one thread with 64K
 slices; with 256K slices 0.85x at one thread and 0.83x at two. Chains below two slices
-(one thread) or four (several) are left whole: there the Scan's per-slice cost wins.
+(one thread) or four (several) are left whole: there the Scan's per-slice cost wins (at
+four 256K slices the Scan already ties or wins: 0.95-0.99x at one and two threads).
 
 Every node computes each element from the same elements as before, with the same
 kernel: bit-exact.
@@ -62,9 +64,11 @@ _BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Min", "Max", "Pow"})
 #: of a chunked chain so that the fold still happens.
 _FOLDED_INTO_CONV = frozenset({"Relu", "Clip", "LeakyRelu", "HardSigmoid", "Sigmoid", "Tanh"})
 
-#: Elements per slice: one thread (L2-sized intermediates), several (each node split).
+#: Elements per slice: one thread (L2-sized intermediates); per thread of several (each
+#: node split across them); several, not counted (two threads' worth).
 CHUNK_ONE_THREAD = 1 << 16
-CHUNK_SEVERAL = 1 << 18
+CHUNK_PER_THREAD = 1 << 17
+CHUNK_SEVERAL = 2 * CHUNK_PER_THREAD
 #: The fewest slices for which the Scan pays, per those two cases.
 MIN_CHUNKS_ONE_THREAD = 2
 MIN_CHUNKS_SEVERAL = 4
@@ -172,7 +176,12 @@ class ElementwiseInChunks:
             return None
         total = math.prod(shape)
         several = self.threads is None or self.threads > 1
-        target = CHUNK_SEVERAL if several else CHUNK_ONE_THREAD
+        if not several:
+            target = CHUNK_ONE_THREAD
+        elif self.threads is None:
+            target = CHUNK_SEVERAL
+        else:
+            target = CHUNK_PER_THREAD * self.threads
         fewest = MIN_CHUNKS_SEVERAL if several else MIN_CHUNKS_ONE_THREAD
         if total < target * fewest:
             return None
