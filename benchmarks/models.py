@@ -123,6 +123,7 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
         "swish": lambda o, x, c: o.swish(x),
         "mish": lambda o, x, c: o.mish(x),
         "gelu": lambda o, x, c: o.gelu(x, "erf"),
+        "gelu-tanh": lambda o, x, c: o.gelu(x, "tanh"),
         "lrn": lambda o, x, c: o.lrn(x, o.constant(np.asarray([1], np.int64)), 1e-4, 0.75, 1.0, 5),
     }
     models = {}
