@@ -61,11 +61,14 @@ def _feeds(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def _assert_same_outputs(model: onnx.ModelProto, rewritten: onnx.ModelProto) -> None:
+    """Bit for bit, in sessions of one and of two intra-op threads."""
     assert_well_formed(rewritten)
     feeds = _feeds(model)
-    before, after = run_onnxruntime(model, feeds), run_onnxruntime(rewritten, feeds)
-    for name, value in before.items():
-        assert_same_bits(after[name], value)
+    for threads in (1, 2):
+        before = run_onnxruntime(model, feeds, threads)
+        after = run_onnxruntime(rewritten, feeds, threads)
+        for name, value in before.items():
+            assert_same_bits(after[name], value)
 
 
 @pytest.mark.parametrize(
