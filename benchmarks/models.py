@@ -124,6 +124,7 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
         "mish": lambda o, x, c: o.mish(x),
         "gelu": lambda o, x, c: o.gelu(x, "erf"),
         "gelu-tanh": lambda o, x, c: o.gelu(x, "tanh"),
+        "elu": lambda o, x, c: o.elu(x, 1.0),
         "lrn": lambda o, x, c: o.lrn(x, o.constant(np.asarray([1], np.int64)), 1e-4, 0.75, 1.0, 5),
     }
     models = {}

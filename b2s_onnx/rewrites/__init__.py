@@ -29,6 +29,7 @@ from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
 from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
 from b2s_onnx.rewrites.elementwise_in_chunks import ElementwiseInChunks
+from b2s_onnx.rewrites.elu_as_exponential import EluAsExponential
 from b2s_onnx.rewrites.few_channels_conv_integer import FewChannelsConvInteger
 from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
@@ -89,6 +90,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     FloatWeightsForFloatLayers(),
     AddPerQuantize(),
     MishAsExponentials(),
+    EluAsExponential(),
     LrnAsConv(),
     MvnAsNormalization(),
     LayerNormSpelledOut(),
