@@ -117,6 +117,28 @@ def run_lowered(
     return run_onnxruntime(model, feeds)[names[0]]
 
 
+def converted_matches_openvino(
+    ov_model, tmp_path, feeds: Mapping[str, np.ndarray], *, rtol: float, atol: float, options=None
+):
+    """Saves ``ov_model`` (an ``openvino.Model``) as an IR with f32 weights, converts it, and
+    asserts that onnxruntime on the converted model matches OpenVINO's CPU plugin (f32
+    inference) on every output within ``rtol``/``atol``; returns the conversion result for
+    the caller's own checks. Callers skip first when OpenVINO is missing."""
+    import openvino as ov
+
+    from b2s_onnx.ir.convert import convert_ir_model
+
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov_model, xml, compress_to_fp16=False)
+    result = convert_ir_model(xml, options=options)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    expected = compiled(dict(feeds))
+    actual = list(run_onnxruntime(result.model, feeds).values())
+    for port, got in zip(compiled.outputs, actual, strict=True):
+        np.testing.assert_allclose(got, np.asarray(expected[port]), rtol=rtol, atol=atol)
+    return result
+
+
 def assert_same_bits(actual: np.ndarray, expected: np.ndarray) -> None:
     assert actual.dtype == expected.dtype, (actual.dtype, expected.dtype)
     assert actual.shape == expected.shape, (actual.shape, expected.shape)

@@ -20,7 +20,7 @@ from b2s_onnx.rewrites._blocked_layout import is_blocked
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites.channel_gate_in_blocks import ChannelGateInBlocks
 from b2s_onnx.rewrites.spatial_mean_as_pool import SpatialMeanAsPool
-from tests.helpers import float_model
+from tests.helpers import converted_matches_openvino, float_model
 
 GATE, POOL = ChannelGateInBlocks.name, SpatialMeanAsPool.name
 INPUT = [1, 3, 12, 10]
@@ -221,8 +221,6 @@ def test_a_converted_squeeze_excite_block_matches_openvino(tmp_path):
     ov = pytest.importorskip("openvino")
     import openvino.opset13 as ops
 
-    from b2s_onnx.ir.convert import convert_ir_model
-
     rng = np.random.default_rng(9)
 
     def conv(x, cin, cout, k=1):
@@ -234,14 +232,9 @@ def test_a_converted_squeeze_excite_block_matches_openvino(tmp_path):
     squeezed = ops.reduce_mean(features, ops.constant(np.asarray([2, 3], np.int64)), True)
     gate = ops.hsigmoid(conv(ops.relu(conv(squeezed, 32, 8)), 8, 32))
     out = conv(ops.multiply(features, gate), 32, 16)
-    xml = tmp_path / "model.xml"
-    ov.save_model(ov.Model([out], [data]), xml, compress_to_fp16=False)
-    result = convert_ir_model(xml)
+    feeds = {"image": rng.standard_normal([1, 3, 20, 20]).astype(np.float32)}
+    model = ov.Model([out], [data])
+    result = converted_matches_openvino(model, tmp_path, feeds, rtol=1e-4, atol=1e-4)
     counts = result.rewrites.counts()
     assert counts.get(POOL) == 1, counts
     assert counts.get(GATE) == 1, counts
-    feeds = {"image": rng.standard_normal([1, 3, 20, 20]).astype(np.float32)}
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    expected = np.asarray(compiled(feeds)[compiled.outputs[0]])
-    (actual,) = run_onnxruntime(result.model, feeds).values()
-    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-4)

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.elu_as_exponential import EluAsExponential
-from tests.helpers import assert_well_formed, float_model
+from tests.helpers import assert_well_formed, converted_matches_openvino, float_model
 
 NAME = EluAsExponential.name
 SPECIAL = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-40, -1e-40, -1e-8, 3e38, -3e38, -88.0, -104.0]
@@ -97,18 +97,11 @@ def test_a_converted_elu_ir_matches_openvino(tmp_path):
     ov = pytest.importorskip("openvino")
     import openvino.opset13 as ops
 
-    from b2s_onnx.ir.convert import convert_ir_model
-
     rng = np.random.default_rng(6)
     data = ops.parameter([1, 16, 20, 20], np.float32, name="features")
     weights = ops.constant((rng.standard_normal([16, 16, 3, 3]) * 0.3).astype(np.float32))
     conv = ops.convolution(data, weights, [1, 1], [1, 1], [1, 1], [1, 1])
-    xml = tmp_path / "model.xml"
-    ov.save_model(ov.Model([ops.elu(conv, 0.7)], [data]), xml, compress_to_fp16=False)
-    result = convert_ir_model(xml)
-    assert result.rewrites.counts().get(NAME) == 1
     feeds = {"features": rng.standard_normal([1, 16, 20, 20]).astype(np.float32)}
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    expected = np.asarray(compiled(feeds)[compiled.outputs[0]])
-    (actual,) = run_onnxruntime(result.model, feeds).values()
-    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+    model = ov.Model([ops.elu(conv, 0.7)], [data])
+    result = converted_matches_openvino(model, tmp_path, feeds, rtol=1e-5, atol=1e-5)
+    assert result.rewrites.counts().get(NAME) == 1

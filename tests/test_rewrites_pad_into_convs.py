@@ -11,7 +11,7 @@ from onnx import helper
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.pad_into_convs import PadIntoConvs
-from tests.helpers import float_model
+from tests.helpers import converted_matches_openvino, float_model
 
 NAME = PadIntoConvs.name
 INPUT = [1, 8, 15, 13]
@@ -113,8 +113,6 @@ def test_a_converted_nasnet_style_pad_matches_openvino(tmp_path):
     ov = pytest.importorskip("openvino")
     import openvino.opset13 as ops
 
-    from b2s_onnx.ir.convert import convert_ir_model
-
     rng = np.random.default_rng(4)
     data = ops.parameter([1, 16, 21, 21], np.float32, name="features")
     padded = ops.pad(
@@ -135,12 +133,7 @@ def test_a_converted_nasnet_style_pad_matches_openvino(tmp_path):
         )
         for k in (5, 7)
     ]
-    xml = tmp_path / "model.xml"
-    ov.save_model(ov.Model(branches, [data]), xml, compress_to_fp16=False)
-    result = convert_ir_model(xml)
-    assert result.rewrites.counts().get(NAME) == 1
     feeds = {"features": rng.standard_normal([1, 16, 21, 21]).astype(np.float32)}
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    actual = list(run_onnxruntime(result.model, feeds).values())
-    for port, got in zip(compiled.outputs, actual, strict=True):
-        np.testing.assert_allclose(got, np.asarray(compiled(feeds)[port]), rtol=1e-5, atol=1e-5)
+    model = ov.Model(branches, [data])
+    result = converted_matches_openvino(model, tmp_path, feeds, rtol=1e-5, atol=1e-5)
+    assert result.rewrites.counts().get(NAME) == 1

@@ -14,6 +14,7 @@ from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.sibling_convs import BLOCK, SiblingConvs
+from tests.helpers import converted_matches_openvino
 
 NAME = SiblingConvs.name
 INPUT = [1, 24, 10, 9]
@@ -133,8 +134,6 @@ def test_converted_detector_heads_match_openvino(tmp_path):
     ov = pytest.importorskip("openvino")
     import openvino.opset8 as ops
 
-    from b2s_onnx.ir.convert import convert_ir_model
-
     rng = np.random.default_rng(5)
     data = ops.parameter([1, 16, 20, 20], np.float32, name="features")
     heads = [
@@ -148,12 +147,7 @@ def test_converted_detector_heads_match_openvino(tmp_path):
         )
         for count in (8, 6)
     ]
-    xml = tmp_path / "model.xml"
-    ov.save_model(ov.Model(heads, [data]), xml, compress_to_fp16=False)
-    result = convert_ir_model(xml)
-    assert result.rewrites.counts().get(NAME) == 1
     feeds = {"features": rng.standard_normal([1, 16, 20, 20]).astype(np.float32)}
-    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
-    actual = list(run_onnxruntime(result.model, feeds).values())
-    for port, got in zip(compiled.outputs, actual, strict=True):
-        np.testing.assert_allclose(got, np.asarray(compiled(feeds)[port]), rtol=1e-5, atol=1e-4)
+    model = ov.Model(heads, [data])
+    result = converted_matches_openvino(model, tmp_path, feeds, rtol=1e-5, atol=1e-4)
+    assert result.rewrites.counts().get(NAME) == 1
