@@ -10,10 +10,11 @@ interleaved round by round:
 - openvino: the IR on OpenVINO's CPU plugin, f32 inference precision, same threads.
 Ratios only (this machine is shared and noisy); the CPU's ISA flags are printed with them.
 
-The ceiling: from onnxruntime's profiler, the time the fused model spends in convolution
-kernels per run, as a latency against OpenVINO's whole model. No graph that keeps
-the model's convolutions can run faster than those kernels alone; where that ratio is
-above 1.0, onnxruntime's convolution kernels, not the graph we write, set the limit.
+The ceiling: from onnxruntime's profiler, the time the fused model spends in its compute
+kernels (convolutions and matrix multiplications, with the activations onnxruntime fuses
+into them) per run, as a latency against OpenVINO's whole model. No graph that keeps the
+model's convolutions and MatMuls can run faster than those kernels alone; where that ratio
+is above 1.0, onnxruntime's kernels, not the graph we write, set the limit.
 
     python -m benchmarks.models                    # all models, 1 and 2 threads
     python -m benchmarks.models --profile          # also onnxruntime's top ops per model
@@ -278,7 +279,24 @@ def _corpus() -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
 
 
 #: onnxruntime kernels that compute convolutions (after its fusions and layout changes).
-CONV_KERNELS = ("Conv", "FusedConv", "ConvTranspose", "QLinearConv", "ConvInteger")
+#: The compute kernels of the ceiling: convolutions and matrix multiplications, float and
+#: integer, in the forms onnxruntime's optimizer leaves them.
+COMPUTE_KERNELS = (
+    "Conv",
+    "FusedConv",
+    "ConvTranspose",
+    "QLinearConv",
+    "ConvInteger",
+    "MatMul",
+    "FusedMatMul",
+    "Gemm",
+    "FusedGemm",
+    "QGemm",
+    "QLinearMatMul",
+    "MatMulInteger",
+    "MatMulIntegerToFloat",
+    "DynamicQuantizeMatMul",
+)
 
 
 #: Ops that run subgraphs: the kernels inside them are timed within their own event.
@@ -289,9 +307,9 @@ def _profile(
     model, feeds, threads: int, rounds: int = 5, count: int = 6, warmup: int = 2
 ) -> tuple[str, float]:
     """onnxruntime's top ops by kernel time (a Scan's body counted in the Scan), and the
-    convolution kernels' time per run in seconds, from the runs after ``warmup`` (the first
-    run prepacks weights). Absolute, not a share of the profile: the profiler times every
-    node inside a subgraph too, which inflates a Scan's event."""
+    compute kernels' (``COMPUTE_KERNELS``) time per run in seconds, from the runs after
+    ``warmup`` (the first run prepacks weights). Absolute, not a share of the profile: the
+    profiler times every node inside a subgraph too, which inflates a Scan's event."""
     session = _session(model, threads, profile=True)
     for _ in range(warmup + rounds):
         session.run(None, feeds)
@@ -318,7 +336,7 @@ def _profile(
             totals[event["args"]["op_name"]] += event["dur"]
     whole = sum(totals.values()) or 1
     top = ", ".join(f"{op} {100 * t / whole:.0f}%" for op, t in totals.most_common(count))
-    return top, sum(totals[op] for op in CONV_KERNELS) * 1e-6 / max(len(runs), 1)
+    return top, sum(totals[op] for op in COMPUTE_KERNELS) * 1e-6 / max(len(runs), 1)
 
 
 def measure(
@@ -351,10 +369,10 @@ def measure(
     }
     for key in sessions:
         row[f"{key}/openvino"] = times[key] / times["openvino"]
-    top, conv_seconds = _profile(fused, feeds, threads)
-    # The ceiling for any graph that keeps these convolutions: their kernels alone.
-    row["conv_kernels_ms"] = conv_seconds * 1e3
-    row["conv_kernels/openvino"] = conv_seconds / times["openvino"]
+    top, kernel_seconds = _profile(fused, feeds, threads)
+    # The ceiling for any graph that keeps these convolutions and MatMuls: their kernels alone.
+    row["kernels_ms"] = kernel_seconds * 1e3
+    row["kernels/openvino"] = kernel_seconds / times["openvino"]
     if profile:
         row["top_ops"] = top
     return row
@@ -390,13 +408,13 @@ def markdown(rows: list[dict], threads: list[int]) -> str:
             continue
         lines += [
             f"| {title} | onnxruntime ms | OpenVINO ms | ratio | ratio without rewrites "
-            "| onnxruntime's conv kernels alone / OpenVINO |",
+            "| onnxruntime's conv and matmul kernels alone / OpenVINO |",
             "|---|---:|---:|---:|---:|---:|",
         ]
         lines += [
             f"| {r['model']} | {r['fused_ms']:.2f} | {r['openvino_ms']:.2f} | "
             f"{r['fused/openvino']:.2f} | {r['unfused/openvino']:.2f} | "
-            f"{r['conv_kernels/openvino']:.2f} |"
+            f"{r['kernels/openvino']:.2f} |"
             for r in picked
         ]
         if geomeans:
@@ -466,7 +484,7 @@ def main() -> None:
                     f"unfused {row['unfused_ms']:8.2f} ms  openvino {row['openvino_ms']:8.2f} ms  "
                     f"fused/ov {row['fused/openvino']:5.2f}  "
                     f"unfused/ov {row['unfused/openvino']:5.2f}  "
-                    f"conv-kernels/ov {row['conv_kernels/openvino']:5.2f}"
+                    f"kernels/ov {row['kernels/openvino']:5.2f}"
                     + (f"  no-NCHWc/ov {row['unblocked/openvino']:5.2f}" if args.unblocked else ""),
                     flush=True,
                 )

@@ -18,7 +18,7 @@ def _row(name, ratio, threads=1, quantized=False):
         "openvino_ms": 1.0,
         "fused/openvino": ratio,
         "unfused/openvino": ratio,
-        "conv_kernels/openvino": ratio / 2,
+        "kernels/openvino": ratio / 2,
     }
 
 

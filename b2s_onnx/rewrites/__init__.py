@@ -51,6 +51,7 @@ from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.quantized_input_channels_to_four import QuantizedInputChannelsToFour
+from b2s_onnx.rewrites.reduce_of_stack import ReduceOfStack
 from b2s_onnx.rewrites.residual_add_as_sum import ResidualAddAsSum
 from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
@@ -68,6 +69,7 @@ from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
 CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     FoldConstants(),
+    ReduceOfStack(),
     ChannelPaddingAsConcat(),
     PReluSpelledOut(),
     PReluAsLeakyRelu(),
