@@ -178,7 +178,7 @@ def measure(
     row["float/openvino"] = times["float"] / times["openvino"]
     if "ceiling" in times:
         row["qdq/ceiling"] = times["qdq"] / times["ceiling"]
-    row["coverage"] = f"{found.integer} on integer kernels / {found.int8_layers} FQ-fed layers"
+    row["coverage"] = f"{found.integer} on integer kernels / {found.int8_layers} INT8 layers"
     return row
 
 

@@ -33,8 +33,9 @@ def _weights(*shape: int, scale: float = 0.1) -> ov.Node:
 
 
 def _channels(x) -> int:
-    """The channel count of a node's first output."""
-    return x.output(0).get_partial_shape()[1].get_length()
+    """The channel count of a node's first output (or of an output itself)."""
+    output = x if isinstance(x, ov.Output) else x.output(0)
+    return output.get_partial_shape()[1].get_length()
 
 
 def _conv(x, out_channels: int, kernel: int = 3, stride: int = 1, relu: bool = True):
@@ -154,6 +155,44 @@ def hard_swish_block(x):
     return _conv(y, 32, kernel=1, relu=False)
 
 
+def _leaky(y):
+    """LeakyReLU(0.1) as OpenVINO's converters write it: a PReLU with one slope."""
+    return ops.prelu(y, ops.constant(np.asarray([0.1], np.float32)))
+
+
+def yolo_tiny(x):
+    """YOLOv4-tiny's shape at 128x128: conv + MaxPool stages, a CSP route (half the
+    channels by Split, two convs, their Concat, a 1x1), a second Concat, and a head at two
+    scales with a nearest 2x upsampling; LeakyReLU(0.1) after every convolution. NNCF
+    quantizes after each activation only, so a layer's output is read in float and its
+    input reaches it through a MaxPool, Split or Concat, which keep its precision."""
+    _reseed(2028)
+
+    def conv(y, out_channels, kernel=3, act=True):
+        y = _conv(y, out_channels, kernel=kernel, relu=False)
+        return _leaky(y) if act else y
+
+    def pool(y):
+        return ov.opset1.max_pool(y, [2, 2], [0, 0], [0, 0], [2, 2])
+
+    y = pool(conv(pool(conv(x, 16)), 32))
+    stage = conv(y, 64)
+    first = conv(ops.split(stage, ops.constant(np.int64(1)), 2).output(1), 32)
+    second = conv(first, 32)
+    route = conv(ops.concat([second, first], 1), 64, kernel=1)
+    deep = conv(pool(ops.concat([stage, route], 1)), 128)
+    coarse = conv(deep, 18, kernel=1, act=False)
+    up = ops.interpolate(
+        conv(deep, 32, kernel=1),
+        ops.constant(np.asarray([2.0, 2.0], np.float32)),
+        "nearest",
+        "scales",
+        axes=ops.constant(np.asarray([2, 3], np.int64)),
+    )
+    fine = conv(conv(ops.concat([up, route], 1), 64), 18, kernel=1, act=False)
+    return [coarse, fine]
+
+
 def encoder(x):
     """Two BERT-style layers (width 64, 2 heads): MatMuls with transposed weights. Its own
     generator, so regenerating it alone gives the same network."""
@@ -171,6 +210,7 @@ NETWORKS: dict[str, Callable] = {
     "encoder": encoder,
     "inverted_residual": inverted_residual,
     "hard_swish_block": hard_swish_block,
+    "yolo_tiny": yolo_tiny,
 }
 SHAPE = [1, 3, 128, 128]
 #: Networks whose input is not an image: [1, sequence length, width].

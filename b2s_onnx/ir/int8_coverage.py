@@ -40,7 +40,7 @@ INT8_LAYERS = ("Convolution", "GroupConvolution", "MatMul")
 
 @dataclass(frozen=True)
 class Coverage:
-    #: IR layers of INT8_LAYERS with a FakeQuantize on an input.
+    #: IR layers of INT8_LAYERS whose data input is quantized (``int8_layers``).
     int8_layers: int
     #: Layers that integer kernels of onnxruntime's optimized graph compute, by kernel op
     #: type (a kernel computing several stacked layers counts once for each).
@@ -53,14 +53,52 @@ class Coverage:
         return sum(self.integer_kernels.values())
 
 
+#: Layers that keep their input's precision in OpenVINO's low-precision transformations:
+#: a FakeQuantize before them quantizes the layer after them too.
+PRECISION_PRESERVING = frozenset(
+    {
+        "MaxPool",
+        "Concat",
+        "Split",
+        "VariadicSplit",
+        "Reshape",
+        "Squeeze",
+        "Unsqueeze",
+        "Transpose",
+        "StridedSlice",
+        "Slice",
+        "DepthToSpace",
+        "SpaceToDepth",
+        "ShuffleChannels",
+    }
+)
+
+
 def int8_layers(xml: str | os.PathLike) -> int:
+    """IR layers of INT8_LAYERS whose data input is quantized: a FakeQuantize on it, or
+    on every branch reaching it through precision-preserving layers (a MaxPool, Split or
+    Concat of FakeQuantize outputs, or a nearest Interpolate)."""
     ir = read_ir_xml(Path(xml))
+    memo: dict[int, bool] = {}
+
+    def quantized(layer_id: int) -> bool:
+        if layer_id not in memo:
+            memo[layer_id] = False  # a cycle (none in a valid IR) counts as float
+            layer = ir.layers[layer_id]
+            preserving = layer.type in PRECISION_PRESERVING or (
+                layer.type == "Interpolate" and layer.data.get("mode") == "nearest"
+            )
+            if layer.type == "FakeQuantize":
+                memo[layer_id] = True
+            elif preserving and layer.inputs:
+                data = layer.inputs if layer.type == "Concat" else layer.inputs[:1]
+                memo[layer_id] = all(quantized(ir.sources[(layer.id, port.id)][0]) for port in data)
+        return memo[layer_id]
+
     count = 0
     for layer in ir.layers.values():
-        if layer.type not in INT8_LAYERS:
-            continue
-        sources = [ir.sources[(layer.id, port.id)][0] for port in layer.inputs]
-        if any(ir.layers[s].type == "FakeQuantize" for s in sources):
+        data = layer.inputs[:1]
+        if layer.type in INT8_LAYERS and data and quantized(ir.sources[(layer.id, data[0].id)][0]):
             count += 1
     return count
 

@@ -39,6 +39,7 @@ from b2s_onnx.rewrites.layer_norm_spelled_out import LayerNormSpelledOut
 from b2s_onnx.rewrites.lrn_as_conv import LrnAsConv
 from b2s_onnx.rewrites.matmul_bias_as_sum import MatMulBiasAsSum
 from b2s_onnx.rewrites.matmul_bias_vector import MatMulBiasVector
+from b2s_onnx.rewrites.max_pool_in_float import MaxPoolInFloat
 from b2s_onnx.rewrites.mish_as_exponentials import MishAsExponentials
 from b2s_onnx.rewrites.mvn_as_normalization import MvnAsNormalization
 from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
@@ -80,9 +81,12 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ClampBeforeQuantize(),
     DequantizeAfterMovement(),
     ConcatBeforeDequantize(),
+    # Again: a Concat of the integers now dequantized once may feed a MaxPool.
+    DequantizeAfterMovement(),
     MatMulBiasVector(),
     PerChannelOutputIntoWeights(),
     PointwiseConvOnAPoint(),
+    MaxPoolInFloat(),
     ConvIntegerUnquantizedOutput(),
     FewChannelsConvInteger(),
     SiblingConvIntegers(),

@@ -11,6 +11,9 @@ integer kernels and from 1.17x to 1.05-1.14x onnxruntime's own quantizer's model
 DequantizeLinears and a float Concat had taken 0.146 ms of 1.44, 1 thread). Where they
 differ (no single input scale exists), the layer stays float as in OpenVINO.
 
+A branch's DequantizeLinear that other nodes read too stays for them (a YOLO route's
+Concat of a tensor that a Split or a Conv also reads): the Concat reads its integers.
+
 A per-axis DequantizeLinear is one onnxruntime's QDQ transformer may fuse into kernels that
 then refuse to run (see ``per_axis_quantize_guard``), so unless every reader is a layer on
 float weights (no QDQ group can form), a ``Max(t, -inf)`` guard follows it.
@@ -73,8 +76,8 @@ class ConcatBeforeDequantize:
         readers = index.consumers.get(node.output[0], [])
         if any(r.op_type == "QuantizeLinear" for r in readers):
             return None  # DQ -> Concat -> Q is onnxruntime's QLinearConcat
-        if any(index.only_consumer(s.output[0]) is not node for s in sources):
-            return Declined(self.name, node.name, "a dequantized branch is read elsewhere")
+        # A DequantizeLinear read elsewhere too stays for its other readers.
+        exclusive = [s for s in sources if index.only_consumer(s.output[0]) is node]
         if len({index.info(f[0]).elem_type for f in found}) != 1:
             return Declined(self.name, node.name, "the branches hold different integer types")
         rank = len(index.info(node.output[0]).shape or ())
@@ -83,9 +86,9 @@ class ConcatBeforeDequantize:
         sizes = [(index.info(f[0]).shape or (None,) * rank) for f in found]
         if rank == 0 or any(len(s) != rank or s[axis] is None for s in sizes):
             return Declined(self.name, node.name, "the branches' sizes along the axis are unknown")
-        if not index.is_free([*sources, node]):
+        if not index.is_free([*exclusive, node]):
             return None
-        index.claim([*sources, node])
+        index.claim([*exclusive, node])
         joined = index.names.fresh(f"{node.output[0]}/quantized")
         concat = onnx.NodeProto()
         concat.CopyFrom(node)
@@ -124,7 +127,7 @@ class ConcatBeforeDequantize:
         if guarded:
             dtype = np.asarray(scale).dtype
             nodes.append(guard(index, dequantized, node.output[0], f"{node.name}/guard", dtype))
-        index.replace([*sources, node], nodes)
-        for source in sources:
+        index.replace([*exclusive, node], nodes)
+        for source in exclusive:
             report.absorbed[source.output[0]] = node.output[0]
         return Fired(self.name, node.name, "per-axis" if attrs else "per-tensor")

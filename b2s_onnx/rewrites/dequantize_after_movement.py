@@ -1,5 +1,5 @@
-"""DequantizeLinear -> Reshape/Transpose/Squeeze/Unsqueeze/Flatten/MaxPool -> the op on the
-integers, then DequantizeLinear.
+"""DequantizeLinear -> Reshape/Transpose/Squeeze/Unsqueeze/Flatten/Split/MaxPool -> the op on
+the integers, then DequantizeLinear (one per output of a Split).
 
 onnxruntime's QDQ transformer looks for DequantizeLinear right before a MatMul or Conv; a
 Reshape between them (a classifier's flatten before its first fully connected layer)
@@ -19,13 +19,15 @@ from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 MOVEMENT = frozenset({"Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+#: Movement with several outputs: each gets its own DequantizeLinear.
+SPLITTING = frozenset({"Split"})
 #: Ops that pick elements by comparing them: they commute with an increasing dequantization.
 SELECTION = frozenset({"MaxPool"})
 
 
 class DequantizeAfterMovement:
     name = "dequantize-after-movement"
-    anchors = tuple(sorted(MOVEMENT | SELECTION))
+    anchors = tuple(sorted(MOVEMENT | SELECTION | SPLITTING))
 
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
@@ -49,12 +51,18 @@ class DequantizeAfterMovement:
         moved = onnx.NodeProto()
         moved.CopyFrom(node)
         moved.input[0] = dequantize.input[0]
-        moved.output[0] = index.names.fresh(f"{node.output[0]}/quantized")
-        late = onnx.NodeProto()
-        late.CopyFrom(dequantize)
-        late.input[0] = moved.output[0]
-        late.output[0] = node.output[0]
-        late.name = index.names.fresh(f"{node.name}/dequantize")
-        index.replace([dequantize, node], [moved, late])
+        nodes = [moved]
+        count = len(node.output) if node.op_type in SPLITTING else 1
+        for position in range(count):
+            if not node.output[position]:
+                continue
+            moved.output[position] = index.names.fresh(f"{node.output[position]}/quantized")
+            late = onnx.NodeProto()
+            late.CopyFrom(dequantize)
+            late.input[0] = moved.output[position]
+            late.output[0] = node.output[position]
+            late.name = index.names.fresh(f"{node.name}/dequantize")
+            nodes.append(late)
+        index.replace([dequantize, node], nodes)
         report.absorbed[dequantize.output[0]] = node.output[0]
         return Fired(self.name, node.name, f"after {node.op_type}")
