@@ -334,11 +334,12 @@ def test_corpus_int8_model_runs_its_quantized_convolutions_on_integer_kernels():
     xml = _corpus_int8_xml()
     found = coverage(xml, b2s_onnx.convert_ir(xml))
     # 58 layers OpenVINO runs in INT8: 42 quantized again (QLinearConv), 12 read in float
-    # (ConvInteger); the other 4 read a Concat of branches quantized with different scales,
-    # for which onnxruntime has no integer kernel taking one scale per input channel.
+    # (ConvInteger), and 4 on a Concat of branches quantized with different scales, split
+    # by branch into ConvIntegers (conv-on-branches, counted once each).
     assert found.int8_layers == 58, found
     assert found.integer_kernels["QLinearConv"] >= 42, found
-    assert found.integer >= 54, found
+    assert found.integer == 58, found
+    assert not found.float_kernels, found
 
 
 def test_corpus_int8_model_agrees_with_openvino_int8_as_its_float_simulation_does():
@@ -1116,3 +1117,91 @@ def test_a_split_of_a_dequantized_tensor_splits_the_integers():
     assert split.input[0] == "x_q"
     assert "ConvInteger" in optimized_op_counts(model)
     np.testing.assert_allclose(run_onnxruntime(model, feeds)["y"], before, rtol=1e-5, atol=1e-4)
+
+
+# -- conv-on-branches ------------------------------------------------------------------
+
+
+def _conv_on_branches(group=1, branch_scales=None):
+    """Three uint8 branches (2, 3 and 3 channels) with their own scales and zero points,
+    concatenated, dequantized per channel and guarded (as concat-before-dequantize writes
+    them), read by a 3x3 Conv on per-channel int8 weights with a bias."""
+    rng = np.random.default_rng(5)
+    channels = [2, 3, 3]
+    scales = branch_scales or [0.02, 0.05, 0.03]
+    zeros = [128, 120, 0]
+    per_channel_scale = np.concatenate(
+        [np.full(c, s, np.float32) for c, s in zip(channels, scales, strict=True)]
+    )
+    per_channel_zero = np.concatenate(
+        [np.full(c, z, np.uint8) for c, z in zip(channels, zeros, strict=True)]
+    )
+    values = {
+        "scale": per_channel_scale,
+        "zero": per_channel_zero,
+        "minus_inf": np.float32(-np.inf),
+        "w_q": rng.integers(-127, 128, [4, 8 // group, 3, 3]).astype(np.int8),
+        "w_scale": (rng.random(4) * 0.01 + 0.001).astype(np.float32),
+        "w_zero": np.zeros(4, np.int8),
+        "bias": rng.standard_normal(4).astype(np.float32),
+    }
+    inputs = [
+        helper.make_tensor_value_info(f"q{i}", TensorProto.UINT8, [1, c, 6, 7])
+        for i, c in enumerate(channels)
+    ]
+    nodes = [
+        helper.make_node("Concat", ["q0", "q1", "q2"], ["joined"], axis=1),
+        helper.make_node("DequantizeLinear", ["joined", "scale", "zero"], ["dq"], axis=1),
+        helper.make_node("Max", ["dq", "minus_inf"], ["guarded"]),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"], axis=0),
+        helper.make_node(
+            "Conv", ["guarded", "w", "bias"], ["y"], name="conv", pads=[1, 1, 1, 1], group=group
+        ),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in values.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    feeds = {
+        f"q{i}": rng.integers(0, 256, [1, c, 6, 7]).astype(np.uint8) for i, c in enumerate(channels)
+    }
+    return onnx.shape_inference.infer_shapes(model), feeds
+
+
+def test_a_conv_on_differently_scaled_branches_runs_as_one_conv_integer_per_branch():
+    model, feeds = _conv_on_branches()
+    before = run_onnxruntime(model, feeds)["y"]
+    report = apply_rewrites(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert ("conv-on-branches", "3 branches") in [(f.rewrite, f.detail) for f in report.fired]
+    counts = optimized_op_counts(model)
+    assert counts["ConvInteger"] == 3
+    assert "Conv" not in counts
+    assert "FusedConv" not in counts
+    # Each branch's int32 sum is exact; only their float sum rounds.
+    np.testing.assert_allclose(run_onnxruntime(model, feeds)["y"], before, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("group", "scales", "reason"),
+    [
+        (2, None, "a grouped Conv"),
+        (1, [0.02, 0.05, 0.03], None),
+    ],
+)
+def test_conv_on_branches_declines_what_it_cannot_split(group, scales, reason):
+    model, _ = _conv_on_branches(group, scales)
+    if reason is None:  # a branch whose channels have two scales
+        scale = next(t for t in model.graph.initializer if t.name == "scale")
+        values = numpy_helper.to_array(scale).copy()
+        values[3] = 0.07
+        scale.CopyFrom(numpy_helper.from_array(values, "scale"))
+        reason = "branch q1 is not quantized with one scale"
+    report = apply_rewrites(model)
+    assert "conv-on-branches" not in report.counts()
+    assert reason in [d.reason for d in report.declined if d.rewrite == "conv-on-branches"]

@@ -9,6 +9,7 @@ OpenVINO runs in INT8: Convolution, GroupConvolution and MatMul fed by a FakeQua
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from collections import Counter
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ import onnx
 import onnxruntime as ort
 
 from b2s_onnx.ir.reader import read_ir_xml
+from b2s_onnx.rewrites.conv_on_branches import BRANCH
 from b2s_onnx.rewrites.sibling_conv_integers import STACKED
 
 #: Kernels of onnxruntime's optimized graph that compute on 8-bit integers.
@@ -129,7 +131,11 @@ _ELEMENTWISE = frozenset({"DequantizeLinear", "Add", "Mul"})
 def layers_computed(readers: Mapping[str, list[onnx.NodeProto]], node: onnx.NodeProto) -> int:
     """How many layers ``node`` computes: for a ConvInteger the rewrite
     ``sibling-conv-integers`` stacked (known by its name), the outputs of the Split its result
-    reaches through per-element ops; else 1. ``readers`` maps each tensor to its readers."""
+    reaches through per-element ops; for the per-branch ConvIntegers of ``conv-on-branches``
+    one for the first branch and none for the others (they compute one layer together);
+    else 1. ``readers`` maps each tensor to its readers."""
+    if re.search(re.escape(BRANCH) + r"[1-9][0-9]*$", node.name):
+        return 0
     if node.op_type != "ConvInteger" or not node.name.endswith(STACKED):
         return 1
     current = node

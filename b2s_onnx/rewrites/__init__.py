@@ -27,6 +27,7 @@ from b2s_onnx.rewrites.concat_before_dequantize import ConcatBeforeDequantize
 from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
+from b2s_onnx.rewrites.conv_on_branches import ConvOnBranches
 from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
 from b2s_onnx.rewrites.elementwise_in_chunks import ElementwiseInChunks
 from b2s_onnx.rewrites.elu_as_exponential import EluAsExponential
@@ -87,6 +88,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PerChannelOutputIntoWeights(),
     PointwiseConvOnAPoint(),
     MaxPoolInFloat(),
+    ConvOnBranches(),
     ConvIntegerUnquantizedOutput(),
     FewChannelsConvInteger(),
     SiblingConvIntegers(),
