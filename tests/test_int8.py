@@ -1122,13 +1122,13 @@ def test_a_split_of_a_dequantized_tensor_splits_the_integers():
 # -- conv-on-branches ------------------------------------------------------------------
 
 
-def _conv_on_branches(group=1, branch_scales=None):
+def _conv_on_branches(group=1):
     """Three uint8 branches (2, 3 and 3 channels) with their own scales and zero points,
     concatenated, dequantized per channel and guarded (as concat-before-dequantize writes
     them), read by a 3x3 Conv on per-channel int8 weights with a bias."""
     rng = np.random.default_rng(5)
     channels = [2, 3, 3]
-    scales = branch_scales or [0.02, 0.05, 0.03]
+    scales = [0.02, 0.05, 0.03]
     zeros = [128, 120, 0]
     per_channel_scale = np.concatenate(
         [np.full(c, s, np.float32) for c, s in zip(channels, scales, strict=True)]
@@ -1188,20 +1188,25 @@ def test_a_conv_on_differently_scaled_branches_runs_as_one_conv_integer_per_bran
 
 
 @pytest.mark.parametrize(
-    ("group", "scales", "reason"),
+    ("group", "change", "reason"),
     [
         (2, None, "a grouped Conv"),
-        (1, [0.02, 0.05, 0.03], None),
+        (1, "two scales", "branch q1 is not quantized with one scale"),
+        (1, "int8", "the branches are not uint8"),
     ],
 )
-def test_conv_on_branches_declines_what_it_cannot_split(group, scales, reason):
-    model, _ = _conv_on_branches(group, scales)
-    if reason is None:  # a branch whose channels have two scales
+def test_conv_on_branches_declines_what_it_cannot_split(group, change, reason):
+    model, _ = _conv_on_branches(group)
+    if change == "two scales":  # a branch whose channels have two scales
         scale = next(t for t in model.graph.initializer if t.name == "scale")
         values = numpy_helper.to_array(scale).copy()
         values[3] = 0.07
         scale.CopyFrom(numpy_helper.from_array(values, "scale"))
-        reason = "branch q1 is not quantized with one scale"
+    elif change == "int8":  # int8 bytes: no ConvInteger form (conv-integer takes uint8)
+        zero = next(t for t in model.graph.initializer if t.name == "zero")
+        zero.CopyFrom(numpy_helper.from_array(np.zeros(8, np.int8), "zero"))
+        for value in model.graph.input:
+            value.type.tensor_type.elem_type = TensorProto.INT8
     report = apply_rewrites(model)
     assert "conv-on-branches" not in report.counts()
     assert reason in [d.reason for d in report.declined if d.rewrite == "conv-on-branches"]

@@ -53,6 +53,9 @@ class ConvOnBranches:
         zero = index.constant(dequantize.input[2]) if len(dequantize.input) > 2 else None
         if concat is None or scale is None or zero is None or scale.size < 2:
             return None
+        if zero.dtype != np.uint8:
+            # conv-integer takes uint8 data only; split float Convs would only be slower.
+            return Declined(self.name, node.name, "the branches are not uint8")
         if int(index.attribute(concat, "axis", 0)) % 4 != 1:
             return None
         if int(index.attribute(node, "group", 1)) != 1:
