@@ -160,7 +160,8 @@ class GraphIndex:
 
     def reduction_axes(self, node: onnx.NodeProto) -> list[int] | None:
         """A Reduce op's axes as written (possibly negative): the attribute before opset 18
-        (ReduceSum: 13), the constant input after; None when computed or absent."""
+        (ReduceSum: 13), the constant input after; None when computed or absent. Squeeze
+        and Unsqueeze spell their axes the same way (input from opset 13)."""
         axes = self.attribute(node, "axes", None)
         if axes is None and len(node.input) > 1 and node.input[1]:
             value = self.constant(node.input[1])

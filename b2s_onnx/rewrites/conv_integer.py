@@ -57,10 +57,17 @@ class ConvIntegerUnquantizedOutput:
             for dq in (data_dq, weights_dq)
         ):
             return None
-        reader = index.only_consumer(node.output[0])
-        if reader is not None and reader.op_type == "QuantizeLinear":
+        if quantized_again(index, node):
             return None
         return conv_integer_form(self.name, index, node, data_dq, weights_dq)
+
+
+def quantized_again(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """Whether one QuantizeLinear alone reads ``node``'s output: onnxruntime fuses such a
+    Conv into a QLinearConv, so this rewrite leaves it alone (and `max-pool-in-float`
+    leaves the 8-bit pools before it to onnxruntime's NHWC kernels)."""
+    reader = index.only_consumer(node.output[0])
+    return reader is not None and reader.op_type == "QuantizeLinear"
 
 
 def conv_integer_form(

@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._dequantized import weight_dequantization
 from b2s_onnx.rewrites._fusion_guard import is_guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -64,6 +65,11 @@ class ConvOnBranches:
         q = index.constant(weights_dq.input[0]) if weights_dq is not None else None
         if q is None or q.ndim != 4 or q.dtype != np.int8:
             return Declined(self.name, node.name, "the weights are not a 4-D int8 constant")
+        # What conv-integer needs of them, checked before splitting: otherwise the branches
+        # would stay float Convs, slower than the one they replace.
+        fit = weight_dequantization(index, weights_dq, q)
+        if isinstance(fit, str):
+            return Declined(self.name, node.name, fit)
         bias = None
         if len(node.input) > 2 and node.input[2]:
             bias = index.constant(node.input[2])

@@ -31,6 +31,7 @@ from onnx import helper
 from b2s_onnx.rewrites._fusion_guard import guard
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
+from b2s_onnx.rewrites.conv_integer import quantized_again
 
 STANDARD = ("", "ai.onnx")
 INTEGERS = (onnx.TensorProto.UINT8, onnx.TensorProto.INT8)
@@ -141,10 +142,7 @@ def _read_in_float(index: GraphIndex, dequantize: onnx.NodeProto) -> bool:
     for conv in convs:
         if conv.op_type != "Conv" or conv.domain not in STANDARD:
             return False
-        if conv.input[0] != dequantize.output[0]:
-            return False
-        reader = index.only_consumer(conv.output[0])
-        if reader is not None and reader.op_type == "QuantizeLinear":
+        if conv.input[0] != dequantize.output[0] or quantized_again(index, conv):
             return False
     return True
 

@@ -76,7 +76,8 @@ class ReduceOfStack:
                 parts.append(part)
                 continue
             unsqueeze = index.produced_by(part, "Unsqueeze")
-            if unsqueeze is None or _unsqueezed_axes(index, unsqueeze, rank) != [axis]:
+            inserted = index.reduction_axes(unsqueeze) if unsqueeze is not None else None
+            if inserted is None or sorted(a % rank for a in inserted) != [axis]:
                 return Declined(
                     self.name, node.name, f"part {part} is not an Unsqueeze at the reduced axis"
                 )
@@ -98,16 +99,6 @@ class ReduceOfStack:
             if dropped is not node:
                 report.absorbed[dropped.output[0]] = node.output[0]
         return Fired(self.name, node.name, f"{op} of {len(parts)}")
-
-
-def _unsqueezed_axes(index: GraphIndex, node: onnx.NodeProto, rank: int) -> list[int] | None:
-    """The axes an Unsqueeze inserts, in its output's rank ``rank``: an attribute before
-    opset 13, a constant input from it on; None when computed."""
-    axes = index.attribute(node, "axes", None)
-    if axes is None and len(node.input) > 1:
-        value = index.constant(node.input[1])
-        axes = None if value is None else value.reshape(-1).tolist()
-    return None if axes is None else sorted(int(a) % rank for a in axes)
 
 
 def _scalar(value: np.ndarray) -> np.ndarray:
