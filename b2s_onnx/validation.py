@@ -88,9 +88,12 @@ def find_problem(model: onnx.ModelProto, tolerated: str | None = None) -> str | 
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    # Basic optimizations fold constants, which is where onnxruntime checks the values of
-    # constant inputs (Unsqueeze axes, Reshape shapes); they cost no more than loading.
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    # All optimizations, as a session runs by default: constant folding is where
+    # onnxruntime checks the values of constant inputs (Unsqueeze axes, Reshape shapes),
+    # and its layout transformation refuses some graphs the lower levels take (an 8-bit
+    # Resize with axes between QLinearConvs). They cost little more than loading.
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = 1
     options.log_severity_level = 4
     try:
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])

@@ -233,6 +233,30 @@ def test_a_per_channel_constant_is_not_sliced():
     _assert_same_outputs(model, rewritten)
 
 
+def test_one_element_constants_of_the_tensors_rank_become_scalars_in_the_slice():
+    """An IR's hard-swish ``x * Clip(x + 3, 0, 6) * 0.1666`` carries its constants as
+    [1, 1, 1, 1]: in the rank-1 slice they are scalars, not a lift to rank 4."""
+    nodes = [
+        helper.make_node("Add", ["x", "three"], ["a"]),
+        helper.make_node("Clip", ["a", "zero", "six"], ["c"]),
+        helper.make_node("Mul", ["x", "c"], ["m"]),
+        helper.make_node("Mul", ["m", "sixth"], ["y"], name="hswish"),
+    ]
+    ones = [1, 1, 1, 1]
+    constants = {
+        "three": np.full(ones, 3, np.float32),
+        "zero": np.float32(0),
+        "six": np.float32(6),
+        "sixth": np.full(ones, 1 / 6, np.float32),
+    }
+    model = float_model(nodes, constants, LARGE)
+    report, rewritten = _chunked(model)
+    assert [f.node for f in report.fired] == ["hswish"]
+    scan = next(n for n in rewritten.graph.node if n.op_type == "Scan")
+    assert all(list(t.dims) == [] for t in scan.attribute[0].g.initializer)
+    _assert_same_outputs(model, rewritten)
+
+
 def _prime_above(n: int) -> int:
     candidate = n + 1
     while any(candidate % d == 0 for d in range(2, math.isqrt(candidate) + 1)):

@@ -48,7 +48,12 @@ from b2s_onnx.ir.reader import IRModel, Layer, parse_shape, read_ir_xml, topolog
 from b2s_onnx.ir.weights import Weights, element_type, onnx_type, raw_bytes
 from b2s_onnx.ir.writer import PROTOBUF_LIMIT, save_with_late_tensors, stream_size
 from b2s_onnx.lowering import LoweredNode, LoweringOptions, lower_model
-from b2s_onnx.rewrites import RewriteReport, apply_rewrites, converted_model_rewrites
+from b2s_onnx.rewrites import (
+    LOADING_REWRITES,
+    RewriteReport,
+    apply_rewrites,
+    converted_model_rewrites,
+)
 from b2s_onnx.validation import conversion_blame, prove
 
 DEFAULT_OPSET = 18
@@ -587,6 +592,8 @@ def convert_ir_model(
         chosen = options or LoweringOptions()
         planned = converted_model_rewrites(chosen.strategy, chosen.threads)
         rewrites.extend(apply_rewrites(lowered.model, planned, late=late))
+    # Not a choice of form: onnxruntime's default session refuses some Resizes with axes.
+    rewrites.extend(apply_rewrites(lowered.model, LOADING_REWRITES, late=late))
     # Layers no Result reads (dangling in the IR, or left unread by a rewrite): OpenVINO
     # never computes them, onnxruntime would on every run.
     unread = drop_dead_nodes(lowered.model.graph)

@@ -57,6 +57,7 @@ from b2s_onnx.rewrites.reduce_of_stack import ReduceOfStack
 from b2s_onnx.rewrites.residual_add_as_sum import ResidualAddAsSum
 from b2s_onnx.rewrites.residual_scale import ResidualScale
 from b2s_onnx.rewrites.resize_as_matmul import ResizeAsMatMul
+from b2s_onnx.rewrites.resize_axes_in_full import ResizeAxesInFull
 from b2s_onnx.rewrites.resize_sizes_as_scales import ResizeSizesAsScales
 from b2s_onnx.rewrites.scale_shift_as_batchnorm import ScaleShiftAsBatchNorm
 from b2s_onnx.rewrites.sibling_conv_integers import SiblingConvIntegers
@@ -141,6 +142,11 @@ def converted_model_rewrites(
     return tuple(told(r) for r in CONVERTED_MODEL_REWRITES)
 
 
+#: Rewrites every converted model gets, ``fuse`` or not: forms onnxruntime's default
+#: session (``ORT_ENABLE_ALL``) would refuse to load.
+LOADING_REWRITES: tuple[Rewrite, ...] = (ResizeAxesInFull(),)
+
+
 def lowering_rewrites(domains: Sequence[str]) -> tuple[Rewrite, ...]:
     """Rewrites that run on a graph's custom-domain data-movement nodes before lowering."""
     return (AtrousConvolution(tuple(domains)),)
@@ -185,6 +191,7 @@ def apply_rewrites(
 __all__ = [
     "AFTER_LOWERING_REWRITES",
     "CONVERTED_MODEL_REWRITES",
+    "LOADING_REWRITES",
     "Declined",
     "Fired",
     "Rewrite",

@@ -291,8 +291,10 @@ class ElementwiseInChunks:
                 if scalar is not None:
                     if name not in constants:
                         constants[name] = fresh(f"{base}/slice_{name}")
+                        # Rank 0 in the body: a [1, 1, 1, 1] one-element constant (an IR's
+                        # Multiply by 1/6) would lift the rank-1 slice to rank 4.
                         body_initializers.append(
-                            onnx.numpy_helper.from_array(np.asarray(scalar), constants[name])
+                            onnx.numpy_helper.from_array(scalar.reshape(()), constants[name])
                         )
                     copy.input[position] = constants[name]
                 else:
