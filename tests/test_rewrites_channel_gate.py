@@ -238,3 +238,74 @@ def test_a_converted_squeeze_excite_block_matches_openvino(tmp_path):
     counts = result.rewrites.counts()
     assert counts.get(POOL) == 1, counts
     assert counts.get(GATE) == 1, counts
+
+
+def _quantized_mean(keepdims: int = 1, reader: str = "QuantizeLinear", per_axis: bool = False):
+    """QLinearConv -> DequantizeLinear -> ReduceMean over H, W -> ``reader``: an INT8 IR's
+    squeeze-and-excitation average between quantized layers."""
+    rng = np.random.default_rng(4)
+    scale = np.full([16], 0.05, np.float32) if per_axis else np.float32(0.05)
+    zero = np.zeros([16], np.uint8) if per_axis else np.uint8(0)
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["wd"], axis=0),
+        helper.make_node("Conv", ["xd", "wd"], ["c"]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("QuantizeLinear", ["r", "s", "z"], ["q"], axis=1),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"], axis=1),
+        helper.make_node("ReduceMean", ["d", "axes"], ["m"], keepdims=keepdims),
+    ]
+    if reader == "QuantizeLinear":
+        nodes += [
+            helper.make_node("QuantizeLinear", ["m", "ms", "mz"], ["mq"]),
+            helper.make_node("DequantizeLinear", ["mq", "ms", "mz"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node(reader, ["m"], ["y"]))
+    constants = {
+        "xs": np.float32(0.03),
+        "xz": np.uint8(128),
+        "wq": rng.integers(-60, 60, [16, 3, 1, 1]).astype(np.int8),
+        "ws": np.full([16], 0.01, np.float32),
+        "wz": np.zeros([16], np.int8),
+        "s": scale,
+        "z": zero,
+        "axes": np.asarray([2, 3], np.int64),
+        "ms": np.float32(0.02),
+        "mz": np.uint8(0),
+    }
+    model = float_model(nodes, constants, INPUT)
+    rank = 4 if keepdims else 2
+    output = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [None] * rank)
+    model.graph.output[0].CopyFrom(output)
+    return model
+
+
+def test_a_quantized_mean_becomes_onnxruntimes_integer_pool(tmp_path):
+    """DQ -> ReduceMean -> Q: the ReduceMean stays float (and runs over NHWC data between
+    QLinearConvs); as GlobalAveragePool onnxruntime fuses it into QLinearGlobalAveragePool,
+    whose integer mean moves a value by at most one level."""
+    model = _quantized_mean()
+    report, rewritten = _rewritten(model, (SpatialMeanAsPool(),))
+    assert report.counts() == {POOL: 1}
+    assert "ReduceMean" not in [n.op_type for n in rewritten.graph.node]
+    fused = collections.Counter(n.op_type for n in _optimized(rewritten, tmp_path).graph.node)
+    assert fused["QLinearGlobalAveragePool"] == 1
+    feeds = {"x": (np.random.default_rng(5).random(INPUT) * 7).astype(np.float32)}
+    before, after = run_onnxruntime(model, feeds)["y"], run_onnxruntime(rewritten, feeds)["y"]
+    assert np.max(np.abs(after - before)) <= 0.02 * 1.001
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"reader": "Sigmoid"},  # read in float: no integer pool forms
+        {"keepdims": 0, "reader": "Sigmoid"},
+        {"per_axis": True},  # per-channel bytes: no integer kernel takes them
+    ],
+    ids=["read-in-float", "keepdims-0", "per-axis"],
+)
+def test_a_quantized_mean_no_integer_pool_takes_is_left_alone(case):
+    report, _ = _rewritten(_quantized_mean(**case), (SpatialMeanAsPool(),))
+    assert report.counts() == {}

@@ -9,6 +9,14 @@ the Keras frontend writes it) becomes the pool alone; without such a Reshape, th
 a Reshape to [N, C]. Measured together with `channel-gate-in-blocks`, 1 thread:
 MobileNetV3-Small 0.94x the time, EfficientNet-B0 0.93x (the gate alone: 0.99x).
 
+A quantized mean (``DequantizeLinear -> ReduceMean -> QuantizeLinear``, both per tensor:
+how an INT8 IR's squeeze-and-excitation average arrives) becomes the pool too, in any
+layout: onnxruntime's QDQ transformer fuses ``DQ -> GlobalAveragePool -> Q`` into its
+integer QLinearGlobalAveragePool but leaves the ReduceMean in float, which its layout
+transformation then runs over NHWC data as a strided reduction. An NNCF-quantized
+PaddleOCR detector's 8 attention averages: 17.5 -> 0.33 ms, the whole model 0.74x its time
+(1 thread). The fused kernel adds the integers exactly and requantizes once.
+
 The mean adds the same values in another order: float rounding only.
 """
 
@@ -19,6 +27,7 @@ import onnx
 from onnx import helper
 
 from b2s_onnx.rewrites._blocked_layout import is_blocked
+from b2s_onnx.rewrites._dequantized import per_tensor_bytes
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Fired, RewriteReport
 
@@ -39,7 +48,8 @@ class SpatialMeanAsPool:
         axes = index.reduction_axes(node)
         if axes is None or sorted(a % 4 for a in axes) != [2, 3]:
             return None
-        if not is_blocked(index, data):
+        quantized = _dequantized_per_tensor(index, data)
+        if not quantized and not is_blocked(index, data):
             return None  # read in NCHW either way: nothing to gain
         keep = int(index.attribute(node, "keepdims", 1))
         matched, output, squeeze = [node], node.output[0], False
@@ -55,6 +65,10 @@ class SpatialMeanAsPool:
                 output = reshape.output[0]
             else:
                 squeeze = True
+        if quantized and not is_blocked(index, data):
+            reader = index.only_consumer(output)
+            if squeeze or reader is None or not _quantizes_per_tensor(index, reader):
+                return None  # no integer pool forms: a float pool, in NCHW either way
         if not index.is_free(matched):
             return None
         index.claim(matched)
@@ -69,3 +83,17 @@ class SpatialMeanAsPool:
             )
         index.replace(matched, nodes)
         return Fired(self.name, node.name, f"over {list(shape)}")
+
+
+def _dequantized_per_tensor(index: GraphIndex, name: str) -> bool:
+    """Whether ``name`` is run-time bytes dequantized with one scale and zero point."""
+    dq = index.produced_by(name, "DequantizeLinear")
+    return dq is not None and not isinstance(per_tensor_bytes(index, dq), str)
+
+
+def _quantizes_per_tensor(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    if node.op_type != "QuantizeLinear" or node.domain not in ("", "ai.onnx"):
+        return False
+    scale = index.constant(node.input[1])
+    zero = index.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    return scale is not None and scale.size == 1 and (zero is None or zero.size == 1)
