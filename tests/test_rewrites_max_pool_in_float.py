@@ -190,3 +190,62 @@ def test_nncf_yolo_tiny_pools_in_float():
     ours = run_onnxruntime(result.model, feeds)
     for port, output in zip(compiled.outputs, result.model.graph.output, strict=True):
         np.testing.assert_allclose(ours[output.name], expected[port], atol=1e-4, rtol=1e-4)
+
+
+def _float_pool_model(reader: str = "Relu") -> onnx.ModelProto:
+    """x -> Q -> DQ -> MaxPool (float) -> ``reader``: BlazePalm's pool before its channel
+    Pad and residual Add, read in float."""
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
+        helper.make_node("MaxPool", ["d"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    if reader == "QuantizeLinear":
+        nodes += [
+            helper.make_node("QuantizeLinear", ["p", "s", "z"], ["pq"]),
+            helper.make_node("DequantizeLinear", ["pq", "s", "z"], ["y"]),
+        ]
+    else:
+        nodes.append(helper.make_node(reader, ["p"], ["y"]))
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [
+            numpy_helper.from_array(np.float32(0.05), "s"),
+            numpy_helper.from_array(np.uint8(100), "z"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def test_a_float_pool_on_a_dequantization_read_in_float_stays_in_float():
+    """onnxruntime would move the DequantizeLinear after the pool and run its slow 8-bit
+    loop; the guard between them keeps the pool on floats, with the same bits."""
+    model = _float_pool_model()
+    before = optimized_graph(model)
+    producers = {o: n.op_type for n in before.node for o in n.output}
+    assert [producers[n.input[0]] for n in before.node if n.op_type == "MaxPool"] == [
+        "QuantizeLinear"
+    ]
+    report, original = _rewritten(model)
+    assert [(f.rewrite, f.detail) for f in report.fired] == [
+        (NAME, "its dequantized input kept in float")
+    ]
+    graph = optimized_graph(model)
+    producers = {o: n.op_type for n in graph.node for o in n.output}
+    assert [producers[n.input[0]] for n in graph.node if n.op_type == "MaxPool"] == ["Max"]
+    feeds = {"x": _feeds((1, 8, 16, 16))["x"]}
+    assert (
+        run_onnxruntime(model, feeds)["y"].tobytes()
+        == run_onnxruntime(original, feeds)["y"].tobytes()
+    )
+
+
+def test_a_float_pool_between_quantizations_is_left_to_onnxruntime():
+    """DQ -> MaxPool -> Q is onnxruntime's own 8-bit pool (NHWC next to QLinearConvs)."""
+    report, _ = _rewritten(_float_pool_model("QuantizeLinear"))
+    assert not report.fired

@@ -65,6 +65,9 @@ from b2s_onnx.rewrites.sibling_convs import SiblingConvs
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.spatial_mean_as_pool import SpatialMeanAsPool
+from b2s_onnx.rewrites.strided_input_conv_as_space_to_depth import (
+    StridedInputConvAsSpaceToDepth,
+)
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
 from b2s_onnx.rewrites.transpose_in_stages import TransposeInStages
 from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
@@ -95,6 +98,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     SiblingConvIntegers(),
     MatMulBiasAsSum(),
     PerChannelInputIntoWeights(),
+    StridedInputConvAsSpaceToDepth(),
     QuantizedInputChannelsToFour(),
     FloatWeightsForFloatLayers(),
     AddPerQuantize(),

@@ -20,6 +20,12 @@ YOLOv4-tiny-like network (``models/int8/yolo_tiny``): 0.80x the time (3.67 -> 2.
 thread). Pools next to QLinearConvs are left to onnxruntime's NHWC kernels (replacing them
 took person-attributes-recognition to 1.04x the time at 2 threads: five more Transposes).
 
+A float pool on a DequantizeLinear whose output is read in float (BlazePalm's
+``MaxPool -> channel Pad -> residual Add``) is where onnxruntime's QDQ propagation moves
+the DequantizeLinear after the pool and runs the same slow 8-bit loop (0.60 ms on
+[1,32,64,64] in an NNCF-quantized palm detector); a guard between the two keeps the pool
+in float.
+
 Bit-exact but for NaN, which QuantizeLinear maps to an implementation-defined level.
 """
 
@@ -38,6 +44,9 @@ INTEGERS = (onnx.TensorProto.UINT8, onnx.TensorProto.INT8)
 
 
 class MaxPoolInFloat:
+    """See the module doc: ``attempt`` moves an 8-bit pool to float, ``_keep_float`` keeps
+    a float one there."""
+
     name = "max-pool-in-float"
     exact = True
     anchors = ("MaxPool",)
@@ -46,7 +55,7 @@ class MaxPoolInFloat:
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
     ) -> Fired | Declined | None:
         if index.info(node.input[0]).elem_type not in INTEGERS:
-            return None
+            return self._keep_float(index, node)
         if len(node.output) > 1 and node.output[1]:
             return Declined(self.name, node.name, "the MaxPool has an indices output")
         readers = index.consumers.get(node.output[0], [])
@@ -114,6 +123,32 @@ class MaxPoolInFloat:
         ]
         index.replace(matched, nodes)
         return Fired(self.name, node.name, detail)
+
+    def _keep_float(self, index: GraphIndex, node: onnx.NodeProto) -> Fired | None:
+        """A float pool on a per-tensor DequantizeLinear of run-time bytes, read in float:
+        onnxruntime's QDQ propagation would move the DequantizeLinear after it and run the
+        slow 8-bit pool; a guard between them keeps the pool in float."""
+        dequantize = index.produced_by(node.input[0], "DequantizeLinear")
+        if dequantize is None or _per_tensor(index, dequantize) is None:
+            return None
+        if index.constant(dequantize.input[0]) is not None:
+            return None
+        if len(node.output) > 1 and node.output[1]:
+            return None
+        readers = index.consumers.get(node.output[0], [])
+        if any(r.op_type == "QuantizeLinear" for r in readers):
+            return None  # an 8-bit pool between quantizations: onnxruntime's own (NHWC)
+        if not index.is_free([node]):
+            return None
+        index.claim([node])
+        dtype = index.constant(dequantize.input[1]).dtype
+        kept = index.names.fresh(f"{node.input[0]}/kept_in_float")
+        pooled = onnx.NodeProto()
+        pooled.CopyFrom(node)
+        pooled.input[0] = kept
+        base = node.name or node.output[0]
+        index.replace([node], [guard(index, node.input[0], kept, f"{base}/input", dtype), pooled])
+        return Fired(self.name, node.name, "its dequantized input kept in float")
 
 
 def _per_tensor(index: GraphIndex, node: onnx.NodeProto) -> tuple[float, int] | None:

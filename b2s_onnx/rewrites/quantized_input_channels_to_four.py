@@ -52,7 +52,7 @@ _ELEMENTWISE = frozenset(
 )
 
 
-def _behind_transpose(index: GraphIndex, name: str, depth: int = 8) -> bool:
+def behind_transpose(index: GraphIndex, name: str, depth: int = 8) -> bool:
     """Whether ``name`` is a Transpose's output seen through element-wise ops: a keras or
     TensorFlow graph's NHWC input. onnxruntime then cancels that Transpose against its
     own NHWC one by pushing both through the Pad, which runs on the innermost axis
@@ -93,7 +93,7 @@ class QuantizedInputChannelsToFour:
         if isinstance(weights, str):
             return Declined(self.name, node.name, weights)
         weights_zero = weights[1]
-        if _behind_transpose(index, data_dq.input[0]):
+        if behind_transpose(index, data_dq.input[0]):
             return Declined(self.name, node.name, BEHIND_TRANSPOSE)
         matched = [node, *index.sole_feeders(node, weights_dq, data_dq)]
         if not index.is_free(matched):
