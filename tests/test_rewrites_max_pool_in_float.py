@@ -249,3 +249,26 @@ def test_a_float_pool_between_quantizations_is_left_to_onnxruntime():
     """DQ -> MaxPool -> Q is onnxruntime's own 8-bit pool (NHWC next to QLinearConvs)."""
     report, _ = _rewritten(_float_pool_model("QuantizeLinear"))
     assert not report.fired
+
+
+@pytest.mark.parametrize("reader", ["Conv", "Sigmoid-then-Q"])
+def test_a_float_pool_whose_reader_joins_an_integer_group_is_left_to_onnxruntime(reader):
+    """A Conv (an integer kernel once the DequantizeLinear moves after the pool) or an op a
+    QuantizeLinear reads: the moved DequantizeLinear is what makes their group."""
+    model = _float_pool_model("Relu")
+    graph = model.graph
+    if reader == "Conv":
+        graph.initializer.append(
+            numpy_helper.from_array(np.full([4, 8, 1, 1], 0.1, np.float32), "w")
+        )
+        graph.node[-1].CopyFrom(helper.make_node("Conv", ["p", "w"], ["y"]))
+    else:
+        graph.node[-1].CopyFrom(helper.make_node("Sigmoid", ["p"], ["g"]))
+        graph.node.extend(
+            [
+                helper.make_node("QuantizeLinear", ["g", "s", "z"], ["gq"]),
+                helper.make_node("DequantizeLinear", ["gq", "s", "z"], ["y"]),
+            ]
+        )
+    report, _ = _rewritten(model)
+    assert not report.fired

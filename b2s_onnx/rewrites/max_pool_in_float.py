@@ -20,11 +20,11 @@ YOLOv4-tiny-like network (``models/int8/yolo_tiny``): 0.80x the time (3.67 -> 2.
 thread). Pools next to QLinearConvs are left to onnxruntime's NHWC kernels (replacing them
 took person-attributes-recognition to 1.04x the time at 2 threads: five more Transposes).
 
-A float pool on a DequantizeLinear whose output is read in float (BlazePalm's
-``MaxPool -> channel Pad -> residual Add``) is where onnxruntime's QDQ propagation moves
-the DequantizeLinear after the pool and runs the same slow 8-bit loop (0.60 ms on
-[1,32,64,64] in an NNCF-quantized palm detector); a guard between the two keeps the pool
-in float.
+A float pool on a DequantizeLinear whose output is read in float, by no integer layer or
+op a QuantizeLinear reads (BlazePalm's ``MaxPool -> channel Pad -> residual Add``), is
+where onnxruntime's QDQ propagation moves the DequantizeLinear after the pool and runs the
+same slow 8-bit loop (0.60 ms on [1,32,64,64] in an NNCF-quantized palm detector); a guard
+between the two keeps the pool in float.
 
 Bit-exact but for NaN, which QuantizeLinear maps to an implementation-defined level.
 """
@@ -136,8 +136,8 @@ class MaxPoolInFloat:
         if len(node.output) > 1 and node.output[1]:
             return None
         readers = index.consumers.get(node.output[0], [])
-        if any(r.op_type == "QuantizeLinear" for r in readers):
-            return None  # an 8-bit pool between quantizations: onnxruntime's own (NHWC)
+        if any(_groups_with_a_dequantization(index, r) for r in readers):
+            return None  # the moved DequantizeLinear joins an integer kernel's group
         if not index.is_free([node]):
             return None
         index.claim([node])
@@ -149,6 +149,24 @@ class MaxPoolInFloat:
         base = node.name or node.output[0]
         index.replace([node], [guard(index, node.input[0], kept, f"{base}/input", dtype), pooled])
         return Fired(self.name, node.name, "its dequantized input kept in float")
+
+
+#: Layers onnxruntime runs on integer kernels after a DequantizeLinear, requantized or not
+#: (MatMulIntegerToFloat, and ConvInteger after ``conv-integer``).
+_INTEGER_LAYERS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
+
+
+def _groups_with_a_dequantization(index: GraphIndex, reader: onnx.NodeProto) -> bool:
+    """Whether ``reader`` of a pool would join the DequantizeLinear that onnxruntime moves
+    after the pool in a QDQ group: a QuantizeLinear (an 8-bit pool between quantizations,
+    onnxruntime's own), an integer layer, or an op a QuantizeLinear reads."""
+    if reader.op_type == "QuantizeLinear" or reader.op_type in _INTEGER_LAYERS:
+        return True
+    return any(
+        r.op_type == "QuantizeLinear"
+        for output in reader.output
+        for r in index.consumers.get(output, [])
+    )
 
 
 def _per_tensor(index: GraphIndex, node: onnx.NodeProto) -> tuple[float, int] | None:
