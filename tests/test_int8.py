@@ -5,6 +5,7 @@ float simulation does."""
 
 from __future__ import annotations
 
+import collections
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import b2s_onnx
 from b2s_onnx.errors import B2SError
 from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.ir.converters.quantize import QdqPlan, qdq_plan
-from b2s_onnx.ir.int8_coverage import coverage, int8_layers, optimized_op_counts
+from b2s_onnx.ir.int8_coverage import coverage, int8_layers, optimized_graph, optimized_op_counts
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.per_axis_quantize_guard import PerAxisQuantizeGuard
@@ -1117,6 +1118,43 @@ def test_a_split_of_a_dequantized_tensor_splits_the_integers():
     assert split.input[0] == "x_q"
     assert "ConvInteger" in optimized_op_counts(model)
     np.testing.assert_allclose(run_onnxruntime(model, feeds)["y"], before, rtol=1e-5, atol=1e-4)
+
+
+def test_yolov5s_sppf_pools_and_concat_reach_the_conv_as_integers():
+    """SPPF: three 5x5 pools in a row, the input and every pool's output concatenated,
+    read by a 1x1 Conv whose output is read in float. The DequantizeLinear moves past each
+    pool (kept for the Concat), the Concat runs on the integers, the Conv becomes a
+    ConvInteger, and the pools run in float (onnxruntime's 8-bit pool is a slow loop
+    here), quantized after: no float Conv left and no 8-bit MaxPool."""
+    weights = _weights([6, 16, 1, 1], 0)
+    pool = {"kernel_shape": [5, 5], "strides": [1, 1], "pads": [2, 2, 2, 2]}
+    nodes = [
+        helper.make_node("MaxPool", ["x_dq"], ["m0"], **pool),
+        helper.make_node("MaxPool", ["m0"], ["m1"], **pool),
+        helper.make_node("MaxPool", ["m1"], ["m2"], **pool),
+        helper.make_node("Concat", ["x_dq", "m0", "m1", "m2"], ["cat"], axis=1),
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"], axis=0),
+        helper.make_node("Conv", ["cat", "w"], ["c"]),
+        helper.make_node("Sigmoid", ["c"], ["y"]),
+    ]
+    model = _qdq_model(nodes, weights, [1, 4, 13, 13])
+    feeds = _image_feeds([1, 4, 13, 13])
+    before = run_onnxruntime(model, feeds)["y"]
+    report = apply_rewrites(model)
+    onnx.checker.check_model(model, full_check=True)
+    moved = [f.node for f in report.fired if f.rewrite == "dequantize-after-movement"]
+    assert len(moved) == 3
+    assert report.counts().get("max-pool-in-float") == 3
+    graph = optimized_graph(model)
+    producers = {o: n for n in graph.node for o in n.output}
+    counts = collections.Counter(n.op_type for n in graph.node)
+    assert counts["ConvInteger"] == 1
+    assert counts["Conv"] == 0
+    for node in graph.node:
+        if node.op_type == "MaxPool":  # on floats: the input, or a guarded dequantization
+            producer = producers.get(node.input[0])
+            assert producer is None or producer.op_type == "Max", node.input[0]
+    np.testing.assert_allclose(run_onnxruntime(model, feeds)["y"], before, rtol=1e-5, atol=1e-5)
 
 
 # -- conv-on-branches ------------------------------------------------------------------

@@ -53,6 +53,9 @@ from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
 from b2s_onnx.rewrites.quantized_input_channels_to_four import QuantizedInputChannelsToFour
+from b2s_onnx.rewrites.quantized_upsampling_as_depth_to_space import (
+    QuantizedUpsamplingAsDepthToSpace,
+)
 from b2s_onnx.rewrites.reduce_of_stack import ReduceOfStack
 from b2s_onnx.rewrites.residual_add_as_sum import ResidualAddAsSum
 from b2s_onnx.rewrites.residual_scale import ResidualScale
@@ -91,6 +94,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     MatMulBiasVector(),
     PerChannelOutputIntoWeights(),
     PointwiseConvOnAPoint(),
+    QuantizedUpsamplingAsDepthToSpace(),
     MaxPoolInFloat(),
     ConvOnBranches(),
     ConvIntegerUnquantizedOutput(),
@@ -170,26 +174,44 @@ def apply_rewrites(
     rewrites: Sequence[Rewrite] = CONVERTED_MODEL_REWRITES,
     late: Mapping[str, np.ndarray] | None = None,
 ) -> RewriteReport:
-    """Applies ``rewrites`` to ``model``'s top-level graph in place, one pass each, in order;
+    """Applies ``rewrites`` to ``model``'s top-level graph in place, in order, one pass each
+    (again while it fires, for a rewrite marked ``until_settled``);
     returns what fired, what declined and why, and which tensors were absorbed. ``late``
     holds the values of initializers left as stubs (large weights attached at save), so
     rewrites that compose weights can read them."""
     report = RewriteReport()
     index = GraphIndex(model, late)
     for rewrite in rewrites:
-        anchor_domains = getattr(rewrite, "domains", ("", "ai.onnx"))
-        for node in list(index.graph.node):
-            if node.op_type not in rewrite.anchors or node.domain not in anchor_domains:
-                continue
-            outcome = rewrite.attempt(index, node, report)
-            if isinstance(outcome, Fired):
-                if outcome.exact is None:
-                    outcome = replace(outcome, exact=getattr(rewrite, "exact", True))
-                report.fired.append(outcome)
-            elif isinstance(outcome, Declined):
-                report.declined.append(outcome)
-        index.commit()
+        passes = MAX_PASSES if getattr(rewrite, "until_settled", False) else 1
+        for _ in range(passes):
+            if not _one_pass(index, rewrite, report):
+                break
     return report
+
+
+#: The most passes of a rewrite that repeats until nothing more fires (``until_settled``:
+#: each pass moves a node past one op, and chains are short).
+MAX_PASSES = 8
+
+
+def _one_pass(index: GraphIndex, rewrite: Rewrite, report: RewriteReport) -> bool:
+    """One pass of ``rewrite`` over the graph, committed; whether it fired. A decline
+    already reported by an earlier pass is not repeated."""
+    anchor_domains = getattr(rewrite, "domains", ("", "ai.onnx"))
+    fired = False
+    for node in list(index.graph.node):
+        if node.op_type not in rewrite.anchors or node.domain not in anchor_domains:
+            continue
+        outcome = rewrite.attempt(index, node, report)
+        if isinstance(outcome, Fired):
+            if outcome.exact is None:
+                outcome = replace(outcome, exact=getattr(rewrite, "exact", True))
+            report.fired.append(outcome)
+            fired = True
+        elif isinstance(outcome, Declined) and outcome not in report.declined:
+            report.declined.append(outcome)
+    index.commit()
+    return fired
 
 
 __all__ = [

@@ -72,6 +72,9 @@ class Rewrite(Protocol):
     #: Whether outputs keep every bit (False: float rounding may differ, e.g. a sum runs in
     #: another order). A rewrite without it counts as exact; a Fired may say otherwise.
     exact: bool
+    #: Optional (default False): pass over the graph again while the last pass fired, for
+    #: a rewrite that moves a node past one op at a time along a chain.
+    # until_settled: bool
 
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport

@@ -40,7 +40,7 @@ def _ints(index: GraphIndex, node: onnx.NodeProto, name: str, default: list[int]
     return [int(v) for v in index.attribute(node, name, default)]
 
 
-def _plain_upsampling(index: GraphIndex, deconv: onnx.NodeProto, kernel: list[int]) -> str | None:
+def plain_upsampling(index: GraphIndex, deconv: onnx.NodeProto, kernel: list[int]) -> str | None:
     """Why ``deconv`` is not a non-overlapping upsampling (None when it is)."""
     spatial = len(kernel)
     if int(index.attribute(deconv, "group", 1)) != 1:
@@ -170,7 +170,7 @@ class ConvIntoUpsampling:
         kernel = list(wt.shape[2:])
         if kernel[0] != kernel[1]:
             return Declined(self.name, node.name, "DepthToSpace needs one block size")
-        reason = _plain_upsampling(index, node, kernel)
+        reason = plain_upsampling(index, node, kernel)
         if reason is not None:
             return Declined(self.name, node.name, reason)
         if int(index.attribute(conv, "group", 1)) != 1:
