@@ -242,7 +242,7 @@ def test_int8_layers_are_the_layers_openvino_runs_in_int8(name):
     in_int8 = 0
     for op in compiled.get_runtime_model().get_ordered_ops():
         info = op.get_rt_info()
-        if info["layerType"].astype(str) in ("Convolution", "GroupConvolution"):
+        if info["layerType"].astype(str) in ("Convolution", "GroupConvolution", "Deconvolution"):
             in_int8 += info["runtimePrecision"].astype(str) in ("u8", "i8")
     assert int8_layers(xml) == in_int8
 

@@ -36,8 +36,12 @@ INTEGER_KERNELS = frozenset(
     }
 )
 #: Float kernels that an INT8 layer may have stayed as.
-FLOAT_KERNELS = frozenset({"Conv", "FusedConv", "MatMul", "Gemm", "FusedMatMul", "NchwcConv"})
-INT8_LAYERS = ("Convolution", "GroupConvolution", "MatMul")
+FLOAT_KERNELS = frozenset(
+    {"Conv", "FusedConv", "MatMul", "Gemm", "FusedMatMul", "NchwcConv", "ConvTranspose"}
+)
+#: IR layers OpenVINO's CPU plugin runs in INT8 when their data input is quantized; a
+#: ConvolutionBackpropData too (its runtime precision reads i8 there).
+INT8_LAYERS = ("Convolution", "GroupConvolution", "ConvolutionBackpropData", "MatMul")
 
 
 @dataclass(frozen=True)
