@@ -227,15 +227,19 @@ def _parameters(index: GraphIndex, node: onnx.NodeProto) -> tuple[float, int] | 
 
 
 def _read_in_float(index: GraphIndex, dequantize: onnx.NodeProto) -> bool:
-    """Whether only Convs read ``dequantize`` and no QuantizeLinear reads their outputs (so
-    each becomes a ConvInteger, next to which onnxruntime has no fast 8-bit pool)."""
-    convs = index.consumers.get(dequantize.output[0], [])
-    if not convs or dequantize.output[0] in index.graph_outputs:
+    """Whether everything reading ``dequantize`` reads it in float, next to which
+    onnxruntime has no fast 8-bit pool: Convs no QuantizeLinear reads (each becomes a
+    ConvInteger), or ops whose outputs no QuantizeLinear reads (BlazePalm's channel Pad
+    before a float residual Add). A QLinearConv or another QDQ group would put the pool in
+    onnxruntime's NHWC region, where its 8-bit kernel is the fast one."""
+    readers = index.consumers.get(dequantize.output[0], [])
+    if not readers or dequantize.output[0] in index.graph_outputs:
         return False
-    for conv in convs:
-        if conv.op_type != "Conv" or conv.domain not in STANDARD:
-            return False
-        if conv.input[0] != dequantize.output[0] or quantized_again(index, conv):
+    for reader in readers:
+        if reader.op_type == "Conv" and reader.domain in STANDARD:
+            if reader.input[0] != dequantize.output[0] or quantized_again(index, reader):
+                return False
+        elif _groups_with_a_dequantization(index, reader):
             return False
     return True
 
