@@ -35,9 +35,10 @@ def per_tensor_bytes(index: GraphIndex, dq: onnx.NodeProto) -> tuple[np.ndarray,
 
 
 def weight_dequantization(
-    index: GraphIndex, dq: onnx.NodeProto, q: np.ndarray
+    index: GraphIndex, dq: onnx.NodeProto, q: np.ndarray, channel_axis: int = 0
 ) -> tuple[np.ndarray, np.ndarray] | str:
-    """The weights' scale and zero point, one per output channel, or why they do not fit."""
+    """The weights' scale and zero point, one per output channel (axis ``channel_axis`` of
+    ``q``: 0 for a Conv, 1 for a ConvTranspose), or why they do not fit."""
     if q.dtype not in (np.int8, np.uint8):
         return "the weights are not 8-bit integers"
     scale = index.constant(dq.input[1])
@@ -45,8 +46,9 @@ def weight_dequantization(
     if scale is None or scale.dtype != np.float32 or (len(dq.input) > 2 and zero is None):
         return "the weights' scale or zero point is computed"
     zero = np.zeros((), q.dtype) if zero is None else zero
-    channels = q.shape[0]
-    if scale.size > 1 and (scale.size != channels or int(index.attribute(dq, "axis", 1)) != 0):
+    channels = q.shape[channel_axis]
+    axis = int(index.attribute(dq, "axis", 1)) % q.ndim
+    if scale.size > 1 and (scale.size != channels or axis != channel_axis):
         return "the weights' scales are not per output channel"
     flat_zero = zero.reshape(-1)
     if np.any(flat_zero != flat_zero[0]):

@@ -27,7 +27,11 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._dequantized import dequantized_operands, per_tensor_bytes
+from b2s_onnx.rewrites._dequantized import (
+    dequantized_operands,
+    per_tensor_bytes,
+    weight_dequantization,
+)
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 from b2s_onnx.rewrites.conv_into_upsampling import plain_upsampling
@@ -69,7 +73,7 @@ class QuantizedUpsamplingAsDepthToSpace:
         data = per_tensor_bytes(index, data_dq)
         if isinstance(data, str):
             return Declined(self.name, node.name, data)
-        weights = _per_output_channel(index, weights_dq, q)
+        weights = weight_dequantization(index, weights_dq, q, channel_axis=1)
         if isinstance(weights, str):
             return Declined(self.name, node.name, weights)
         scale, zero = weights
@@ -133,24 +137,3 @@ class QuantizedUpsamplingAsDepthToSpace:
             f"{channels_in} -> {channels_out} x{kernel[0]} as a 1x1 Conv to "
             f"{channels_out * block} channels",
         )
-
-
-def _per_output_channel(
-    index: GraphIndex, dq: onnx.NodeProto, q: np.ndarray
-) -> tuple[np.ndarray, np.ndarray] | str:
-    """The ConvTranspose weights' scale and zero point per output channel (its axis 1)."""
-    channels_out = q.shape[1]
-    scale = index.constant(dq.input[1])
-    zero = index.constant(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else None
-    if scale is None or scale.dtype != np.float32 or (len(dq.input) > 2 and zero is None):
-        return "the weights' scale or zero point is computed"
-    zero = np.zeros((), q.dtype) if zero is None else zero
-    if scale.size > 1 and (
-        scale.size != channels_out or int(index.attribute(dq, "axis", 1)) % 4 != 1
-    ):
-        return "the weights' scales are not per output channel"
-    flat_zero = zero.reshape(-1)
-    if np.any(flat_zero != flat_zero[0]):
-        return "the weights' zero points differ by channel"
-    scales = np.broadcast_to(scale.reshape(-1), (channels_out,)).astype(np.float32)
-    return scales, np.full((channels_out,), flat_zero[0], q.dtype)
