@@ -247,6 +247,29 @@ def test_int8_layers_are_the_layers_openvino_runs_in_int8(name):
     assert int8_layers(xml) == in_int8
 
 
+def test_a_convolution_on_a_padded_quantized_tensor_is_an_int8_layer(tmp_path):
+    """NASNet's ZeroPadding2D: a Pad between the FakeQuantize and the Convolution keeps
+    the input's precision in OpenVINO (its runtime precision says u8), so it counts."""
+    rng = np.random.default_rng(2)
+    const = lambda v: ops.constant(np.asarray(v, np.float32))  # noqa: E731
+    data = ops.parameter([1, 4, 10, 10], np.float32, name="image")
+    quantized = ops.fake_quantize(data, const(0), const(4), const(0), const(4), 256)
+    padded = ops.pad(quantized, np.asarray([0, 0, 1, 1]), np.asarray([0, 0, 1, 1]), "constant")
+    weights = const(rng.standard_normal([8, 4, 3, 3]) * 0.1)
+    weights = ops.fake_quantize(weights, const(-0.5), const(0.5), const(-0.5), const(0.5), 255)
+    conv = ops.convolution(padded, weights, [1, 1], [0, 0], [0, 0], [1, 1])
+    xml = tmp_path / "pad.xml"
+    ov.save_model(ov.Model([ops.relu(conv)], [data]), xml, compress_to_fp16=False)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    precisions = [
+        op.get_rt_info()["runtimePrecision"].astype(str)
+        for op in compiled.get_runtime_model().get_ordered_ops()
+        if op.get_rt_info()["layerType"].astype(str) == "Convolution"
+    ]
+    assert precisions == ["u8"]
+    assert int8_layers(xml) == 1
+
+
 def _image(seed: int, shape=(1, 3, 128, 128)) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {"image": (rng.integers(0, 256, shape) / 64.0).astype(np.float32)}

@@ -20,6 +20,7 @@ import onnx
 import onnxruntime as ort
 
 from b2s_onnx.ir.reader import read_ir_xml
+from b2s_onnx.rewrites.channel_scale_as_depthwise_conv import SCALE
 from b2s_onnx.rewrites.conv_on_branches import BRANCH
 from b2s_onnx.rewrites.sibling_conv_integers import STACKED
 
@@ -64,6 +65,7 @@ class Coverage:
 PRECISION_PRESERVING = frozenset(
     {
         "MaxPool",
+        "Pad",
         "Concat",
         "Split",
         "VariadicSplit",
@@ -82,8 +84,8 @@ PRECISION_PRESERVING = frozenset(
 
 def int8_layers(xml: str | os.PathLike) -> int:
     """IR layers of INT8_LAYERS whose data input is quantized: a FakeQuantize on it, or
-    on every branch reaching it through precision-preserving layers (a MaxPool, Split or
-    Concat of FakeQuantize outputs, or a nearest Interpolate)."""
+    on every branch reaching it through precision-preserving layers (a MaxPool, Pad, Split
+    or Concat of FakeQuantize outputs, or a nearest Interpolate)."""
     ir = read_ir_xml(Path(xml))
     memo: dict[int, bool] = {}
 
@@ -137,8 +139,9 @@ def layers_computed(readers: Mapping[str, list[onnx.NodeProto]], node: onnx.Node
     ``sibling-conv-integers`` stacked (known by its name), the outputs of the Split its result
     reaches through per-element ops; for the per-branch ConvIntegers of ``conv-on-branches``
     one for the first branch and none for the others (they compute one layer together);
-    else 1. ``readers`` maps each tensor to its readers."""
-    if re.search(re.escape(BRANCH) + r"[1-9][0-9]*$", node.name):
+    none for the depthwise QLinearConv of ``channel-scale-as-depthwise-conv`` (a scale, not
+    an IR layer); else 1. ``readers`` maps each tensor to its readers."""
+    if re.search(re.escape(BRANCH) + r"[1-9][0-9]*$", node.name) or node.name.endswith(SCALE):
         return 0
     if node.op_type != "ConvInteger" or not node.name.endswith(STACKED):
         return 1

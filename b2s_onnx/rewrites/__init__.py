@@ -21,6 +21,7 @@ from b2s_onnx.rewrites.atrous_convolution import AtrousConvolution
 from b2s_onnx.rewrites.average_pool_in_float import AveragePoolInFloat
 from b2s_onnx.rewrites.channel_gate_in_blocks import ChannelGateInBlocks
 from b2s_onnx.rewrites.channel_padding_as_concat import ChannelPaddingAsConcat
+from b2s_onnx.rewrites.channel_scale_as_depthwise_conv import ChannelScaleAsDepthwiseConv
 from b2s_onnx.rewrites.clamp_before_quantize import ClampBeforeQuantize
 from b2s_onnx.rewrites.concat_as_conv_sum import ConcatAsConvSum
 from b2s_onnx.rewrites.concat_before_dequantize import ConcatBeforeDequantize
@@ -120,6 +121,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     PadIntoConvs(),
     SpatialMeanAsPool(),
     ChannelGateInBlocks(),
+    ChannelScaleAsDepthwiseConv(),
     ScaleShiftAsBatchNorm(),
     PadChannelsToBlock(),
     ResizeAsMatMul(),
