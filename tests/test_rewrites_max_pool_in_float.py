@@ -291,3 +291,35 @@ def test_with_all_rewrites_a_pool_read_in_float_ends_on_floats():
         run_onnxruntime(model, feeds)["y"].tobytes()
         == run_onnxruntime(original, feeds)["y"].tobytes()
     )
+
+
+def test_a_quantization_that_ends_an_integer_group_stays_before_the_pool():
+    """ResNet-50 v2's stride-2 shortcut pool of a residual sum: ``DQ + DQ -> Add -> Q`` is
+    a QLinearAdd; pooling before that Q would leave the Add in float, so the pool runs on
+    the sum dequantized, and the QLinearAdd stays."""
+    model = _model()
+    graph = model.graph
+    mul = next(n for n in graph.node if n.op_type == "Mul")
+    # h = DQ(Q(x)) + DQ(Q(x)) in place of h = 0.5 x.
+    index = list(graph.node).index(mul)
+    graph.node.remove(mul)
+    graph.initializer.remove(next(t for t in graph.initializer if t.name == "half"))
+    for offset, node in enumerate(
+        [
+            helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xa"]),
+            helper.make_node("DequantizeLinear", ["xa", "s", "z"], ["xd"]),
+            helper.make_node("Add", ["xd", "xd"], ["h"]),
+        ]
+    ):
+        graph.node.insert(index + offset, node)
+    report, before = _rewritten(model)
+    assert [(f.rewrite, f.detail) for f in report.fired] == [
+        (NAME, "pooled on its dequantized input")
+    ]
+    ops = [n.op_type for n in optimized_graph(model).node]
+    assert "QLinearAdd" in ops
+    feeds = _feeds()
+    assert (
+        run_onnxruntime(model, feeds)["y"].tobytes()
+        == run_onnxruntime(before, feeds)["y"].tobytes()
+    )
