@@ -157,6 +157,29 @@ def test_fake_convert_matches_openvino(tmp_path, destination, per_channel, with_
     assert_close(pairs, atol=0, rtol=1e-6)
 
 
+def _around_carried_powers():
+    """float32 values on both edges of the windows below f8e5m2's subnormal powers of two
+    where OpenVINO carries one binade up, and the powers themselves, both signs."""
+    values = []
+    for power in (2.0**-18, 2.0**-17, 2.0**-16, 2.0**-15, 2.0**-14):
+        bits = int(np.float32(power).view(np.uint32))
+        for offset in (0x1001, 0x1000, 0xFFF, 0x800, 1, 0, -1):
+            values.append(np.uint32(bits - offset).view(np.float32))
+    values = np.asarray(values, np.float32)
+    return np.concatenate([values, -values]).reshape(1, 2, -1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.75])
+def test_fake_convert_f8e5m2_subnormal_carries_match_openvino(tmp_path, scale):
+    data = _around_carried_powers() / np.float32(scale)
+
+    def build(x):
+        return o13.fake_convert(x, o13.constant(np.float32(scale)), None, "f8e5m2")
+
+    pairs, _ = run_both(tmp_path, build, [list(data.shape)], feeds={"in0": data})
+    assert_close(pairs, atol=0, rtol=0)
+
+
 def test_fake_convert_refuses_an_unknown_destination_type(tmp_path):
     x = o13.parameter([2], np.float32, name="x")
     layer = o13.fake_convert(x, o13.constant(np.float32(1)), None, "f8e5m2")

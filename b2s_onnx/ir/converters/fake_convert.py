@@ -49,6 +49,39 @@ def _round_to_format(ctx: ConversionContext, value: str, destination: str) -> st
     return ctx.one("Where", [negative, ctx.one("Neg", [rounded]), rounded])
 
 
+#: f8e5m2's subnormal powers of two whose f16 neighbourhood OpenVINO rounds one binade up.
+CARRIED_POWERS = (2.0**-17, 2.0**-16, 2.0**-15)
+#: How far below such a power of two (relative) a float32 value is carried: the bits an f16
+#: mantissa drops below a normal float32's, as if the f16 value were normal.
+CARRY_WINDOW = 2.0**-12
+
+
+def _carried_subnormals(ctx: ConversionContext, wide: str, narrow: str, rounded: str) -> str:
+    """OpenVINO 2026.4's FakeConvert (its reference and CPU plugin alike) returns twice the
+    f16 value for a float32 input just below 2**-17, 2**-16 or 2**-15 (within 2**-12 of it,
+    relative) that f16 rounds up onto that power of two: 2**-16 where the tie gives 0,
+    2**-15 where 2**-16 is exact, and so on. Measured over every such window; f16 inputs and
+    the normal range are unaffected, and so is f8e4m3, whose subnormals it flushes.
+    ``wide`` is the value before the f16 rounding, ``narrow`` after it."""
+    wide_magnitude = ctx.one("Abs", [wide])
+    narrow_magnitude = ctx.one("Abs", [narrow])
+    on_power = None
+    for power in CARRIED_POWERS:
+        equal = ctx.one("Equal", [narrow_magnitude, float32s(ctx, "carried_power", power)])
+        on_power = equal if on_power is None else ctx.one("Or", [on_power, equal])
+    below = ctx.one("Less", [wide_magnitude, narrow_magnitude])
+    near = ctx.one(
+        "GreaterOrEqual",
+        [
+            wide_magnitude,
+            ctx.one("Mul", [narrow_magnitude, float32s(ctx, "carry_floor", 1 - CARRY_WINDOW)]),
+        ],
+    )
+    carried = ctx.one("And", [on_power, ctx.one("And", [below, near])])
+    doubled = ctx.one("Add", [narrow, narrow])
+    return ctx.one("Where", [carried, doubled, rounded])
+
+
 @converts(
     "FakeConvert",
     (13,),
@@ -65,10 +98,15 @@ def fake_convert(ctx, layer, inputs):
     value = ctx.one("Mul", [data, scale])
     if shift is not None:
         value = ctx.one("Sub", [value, shift])
+    wide = value
     value = ctx.one(
         "Cast", [ctx.one("Cast", [value], to=TensorProto.FLOAT16)], to=TensorProto.FLOAT
     )
-    value = _round_to_format(ctx, value, layer.attrs["destination_type"])
+    destination = layer.attrs["destination_type"]
+    rounded = _round_to_format(ctx, value, destination)
+    if destination == "f8e5m2" and ctx.type_of(wide) == TensorProto.FLOAT:
+        rounded = _carried_subnormals(ctx, wide, value, rounded)
+    value = rounded
     if shift is not None:
         value = ctx.one("Add", [value, shift])
     ctx.one("Mul", [value, ctx.one("Reciprocal", [scale])], ctx.out(layer))
