@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -460,3 +461,82 @@ def test_per_layer_report_loads_in_onnxruntime_untouched(tmp_path):
     feeds = {"x": np.random.default_rng(0).standard_normal((2, 3, 5, 5)).astype("f4")}
     compare_layers(xml, conversion.model, conversion.ports, feeds)
     assert conversion.model.SerializeToString() == before
+
+
+# -- FakeQuantize layers without a counterpart ------------------------------------------
+
+INT8 = Path(__file__).resolve().parents[1] / "models" / "int8"
+
+
+def test_quantizers_between_a_layer_and_its_compared_inputs_are_named():
+    """yolo_tiny's converted model quantizes after each MaxPool (the pool runs in float),
+    so the FakeQuantize before a pool has no tensor to compare; a layer it feeds that
+    diverges may only show a one-level move there, and the report names it."""
+    from b2s_onnx.parity.layer_tolerance import PortError
+    from b2s_onnx.parity.openvino_layers import OpenVINOLayers
+    from b2s_onnx.parity.per_layer import _Comparison
+
+    xml = INT8 / "yolo_tiny" / "int8.xml"
+    conversion = convert_ir_model(xml)
+    ir = read_ir_xml(xml)
+    comparison = _Comparison(
+        ir,
+        topological_order(ir),
+        conversion.ports,
+        conversion.model,
+        OpenVINOLayers(ir, xml),
+        {"image": np.zeros([1, 3, 128, 128], np.float32)},
+        {},
+    )
+    planned = comparison.plan()
+    passed = PortError(True, 0.0, 0.0, 0.0, 1.0, 1.0, 0, 1)
+    comparison.errors = {record.key: passed for _, record in planned}
+    by_name = {layer.name: layer for layer in ir.layers.values()}
+    assert all(record.name != "PRelu_10/fq_output_0" for _, record in planned)
+    assert comparison._unmatched_quantizers(by_name["Add_17"]) == ["PRelu_10/fq_output_0"]
+    # a layer whose inputs were all compared passes through no quantizer
+    assert comparison._unmatched_quantizers(by_name["PRelu_10"]) == []
+
+
+def test_the_culprit_line_names_unmatched_quantizers():
+    from dataclasses import asdict
+
+    from rich.console import Console
+
+    from b2s_onnx.cli._per_layer_table import print_per_layer
+    from b2s_onnx.parity.per_layer import LayerReport
+
+    row = asdict(
+        LayerReport(
+            "27",
+            "Add_17",
+            "Add-1",
+            2,
+            "Add_17",
+            "diverged",
+            [1, 32, 64, 64],
+            [1, 32, 64, 64],
+            "float32",
+            "float32",
+            max_abs_error=0.0088,
+            inputs_agree=True,
+            unmatched_quantizers=["PRelu_10/fq_output_0"],
+        )
+    )
+    per_layer = {
+        "first": [row],
+        "culprits": ["27"],
+        "runs": 1,
+        "compared": 25,
+        "strategy": "single-run",
+        "diverged": 1,
+        "not_compared": [],
+    }
+
+    class Report:
+        out = Console(record=True, width=300, file=open(os.devnull, "w"))  # noqa: SIM115
+
+    print_per_layer(Report(), per_layer)
+    text = Report.out.export_text()
+    assert "first culprit: layer 27 'Add_17'" in text
+    assert "reads FakeQuantize 'PRelu_10/fq_output_0'" in text

@@ -81,6 +81,17 @@ def print_per_layer(report: Reporter, per_layer: dict) -> None:
             f"port {first['port']}: its inputs agree, its output does not",
             markup=False,
         )
+        quantizers = first.get("unmatched_quantizers") or []
+        if quantizers:
+            shown = ", ".join(f"'{name}'" for name in quantizers[:3])
+            more = f" and {len(quantizers) - 3} more" if len(quantizers) > 3 else ""
+            report.out.print(
+                f"    it reads FakeQuantize {shown}{more} through tensors with no counterpart "
+                "to compare: a value one quantization level apart there (OpenVINO's "
+                "FakeQuantize and QuantizeLinear can round a near-tie apart, by CPU) shows "
+                "first here",
+                markup=False,
+            )
     if not per_layer["first"]:
         grown = per_layer.get("largest_own_error")
         if grown and grown["max_rel_error"] > 0:

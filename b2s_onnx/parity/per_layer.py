@@ -66,6 +66,10 @@ class LayerReport:
     inputs_agree: bool | None = None
     input_rel_error: float = 0.0
     reason: str = ""
+    #: FakeQuantize layers between this port and the nearest compared inputs that have no
+    #: counterpart to compare (the converted model quantizes in place, e.g. after a moved
+    #: pool): a value one level apart there is first seen here.
+    unmatched_quantizers: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -219,6 +223,27 @@ class _Comparison:
             )
         )
 
+    def _unmatched_quantizers(self, layer: Layer) -> list[str]:
+        """FakeQuantize layers passed through on the way to ``layer``'s nearest compared
+        inputs (the walk of :meth:`_input_error`), in the order met."""
+        found: list[str] = []
+        seen: set[tuple[str, int]] = set()
+        pending = [layer]
+        while pending:
+            current = pending.pop()
+            for port in current.inputs:
+                source = self.ir.sources.get((current.id, port.id))
+                if source is None or source in seen or source in self.errors:
+                    continue
+                seen.add(source)
+                producer = self.ir.layers[source[0]]
+                if producer.type in ("Parameter", "Const"):
+                    continue
+                if producer.type == "FakeQuantize":
+                    found.append(producer.name)
+                pending.append(producer)
+        return found
+
     def _input_error(self, layer: Layer) -> tuple[InputError, bool | None]:
         """Combined error of the ports feeding ``layer`` (looking through ports that were
         not compared to the nearest compared ones), and whether they all agreed."""
@@ -278,8 +303,11 @@ class _Comparison:
         position = {key: i for i, key in enumerate(order)}
         self.reports.sort(key=lambda r: position[(r.layer_id, r.port)])
         for report in self.reports:
-            agree = self._input_error(self.ir.layers[report.layer_id])[1]
+            layer = self.ir.layers[report.layer_id]
+            agree = self._input_error(layer)[1]
             report.inputs_agree = agree
+            if report.status == "diverged":
+                report.unmatched_quantizers = self._unmatched_quantizers(layer)
             key = (report.layer_id, report.port)
             self.clean[key] = self.errors[key].passed and agree is not False
         return self.reports
