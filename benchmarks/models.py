@@ -132,6 +132,16 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     for name, act in activations.items():
         data = ops.parameter([1, 32, 56, 56], np.float32, name="data")
         models[name] = (ov.Model([_conv_stack(ops, data, act, 64)], [data]), [1, 32, 56, 56])
+    # Learned per-channel slopes (MTCNN's span -1.3 to 1.3) on 24 channels, which
+    # onnxruntime's blocked layout pads: no blocked form, no Max(x, x * s).
+    learned = np.random.default_rng(2).uniform(-0.7, 1.3, 24).astype(np.float32)
+    data = ops.parameter([1, 32, 56, 56], np.float32, name="data")
+    models["prelu-learned"] = (
+        ov.Model(
+            [_conv_stack(ops, data, lambda o, x, c: o.prelu(x, o.constant(learned)), 24)], [data]
+        ),
+        [1, 32, 56, 56],
+    )
     data = ops.parameter([1, 16, 256, 256], np.float32, name="data")
     head = ops.convolution(
         data,

@@ -98,7 +98,9 @@ def _slopes(channels: int) -> np.ndarray:
     return np.linspace(-1.5, 2.5, channels).astype(np.float32)
 
 
-def _prelu_after(producer: str, channels: int, spelled: bool) -> onnx.ModelProto:
+def _prelu_after(
+    producer: str, channels: int, spelled: bool, size: tuple[int, int] = (6, 5)
+) -> onnx.ModelProto:
     """x -> producer (MaxPool 1x1, blocked; or Mul by a constant, not blocked) -> PReLU."""
     constants: dict[str, np.ndarray] = {}
     if producer == "pool":
@@ -113,7 +115,7 @@ def _prelu_after(producer: str, channels: int, spelled: bool) -> onnx.ModelProto
     else:
         constants["s"] = slope.reshape(channels, 1, 1)
         nodes = [helper.make_node("PRelu", ["h", "s"], ["y"], name="prelu")]
-    return _model([first, *nodes], constants, [1, channels, 6, 5])
+    return _model([first, *nodes], constants, [1, channels, *size])
 
 
 @pytest.mark.parametrize("spelled", [False, True], ids=["prelu-op", "spelled-out"])
@@ -152,16 +154,50 @@ def test_per_channel_prelu_on_a_blocked_tensor_takes_the_blocked_form_within_rou
 
 
 @pytest.mark.parametrize("spelled", [False, True], ids=["prelu-op", "spelled-out"])
-def test_per_channel_prelu_off_the_blocked_layout_keeps_its_form_and_says_why(spelled):
-    report, rewritten = _rewrite(_prelu_after("mul", 16, spelled))
-    assert not report.fired
-    assert "blocked layout" in report.declined[0].reason
+@pytest.mark.parametrize(("producer", "channels"), [("mul", 16), ("pool", 24)])
+def test_per_channel_prelu_off_the_blocked_layout_takes_the_exact_where_form(
+    spelled, producer, channels
+):
+    """Off the blocked layout (a Mul the layout does not keep; a pool onnxruntime blocks
+    only on whole blocks), slopes Max cannot take: ``x * Where(x < 0, s, 1)``, bit-exact."""
+    model = _prelu_after(producer, channels, spelled, size=(64, 48))
+    report, rewritten = _rewrite(model)
+    assert [(f.detail, f.exact) for f in report.fired] == [("x * Where(x < 0, slope, 1)", True)]
     assert "BatchNormalization" not in {n.op_type for n in rewritten.graph.node}
+    feeds = _feeds(model)
+    for level in (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    ):
+        before, after = _run(model, level, feeds), _run(rewritten, level, feeds)
+        if spelled:  # Relu(x) + c * Relu(-x) has its own signed zeros
+            _same_values(before, after)
+        else:
+            assert before.tobytes() == after.tobytes()
 
 
-def test_per_channel_prelu_with_channels_off_the_block_size_keeps_its_form():
-    report, _ = _rewrite(_prelu_after("pool", 24, spelled=False))
-    assert not report.fired
+def test_per_channel_prelu_after_a_conv_with_channels_off_the_block_size_stays_blocked(
+    tmp_path,
+):
+    """onnxruntime blocks a Conv of any output count (padding the last block) and the two
+    BatchNormalizations with it: 24 channels, no reorder between them."""
+    rng = np.random.default_rng(5)
+    constants = {
+        "w": (rng.standard_normal([24, 16, 3, 3]) * 0.2).astype(np.float32),
+        "s": _slopes(24).reshape(24, 1, 1),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["h"], pads=[1, 1, 1, 1]),
+        helper.make_node("PRelu", ["h", "s"], ["y"], name="prelu"),
+    ]
+    model = _model(nodes, constants, [1, 16, 6, 5])
+    report, rewritten = _rewrite(model)
+    assert [(f.detail, f.exact) for f in report.fired] == [("blocked-layout PReLU", False)]
+    _close_at_both_levels(rewritten, model, _feeds(model, special=False), rtol=1e-5)
+    if _blocked_layout_available(tmp_path):
+        ops = _optimized_ops(rewritten, tmp_path)
+        assert ops[("com.microsoft.nchwc", "ReorderOutput")] == 1, ops
+        assert not any(op in ("BatchNormalization", "PRelu") for _, op in ops), ops
 
 
 def _residual_prelu_chain(channels: int = 16, blocks: int = 3) -> onnx.ModelProto:

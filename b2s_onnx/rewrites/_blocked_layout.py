@@ -141,7 +141,7 @@ def _rule(index: GraphIndex, name: str):
     if spelled is not None or op == "PRelu":
         # A PReLU that the prelu rewrites turn into the blocked form keeps the layout.
         data = spelled if spelled is not None else node.input[0]
-        return [data], lambda m: m[data] and channels(index, name) % BLOCK == 0
+        return [data], lambda m: m[data]
     if op in _PASS_THROUGH:
         return [node.input[0]], lambda m: m[node.input[0]]
     if op in _FOLDED_INTO_CONV and _folded_into_conv(index, node):
