@@ -304,3 +304,36 @@ def test_mish_becomes_exponentials_at_least_as_close_to_the_function(spelled):
     exact = _mish_float64(feeds["x"])
     assert np.abs(after - exact).max() <= max(np.abs(before - exact).max(), 1e-6)
     np.testing.assert_allclose(after, before, rtol=2e-6, atol=2e-6)
+
+
+def test_softplus_standing_alone_becomes_exponentials_with_openvinos_threshold():
+    """OpenVINO's SoftPlus-4: ln(1 + e^x) up to 20, x above (exactly), within 2e-6 of the
+    function below; infinities and NaN as the function has them."""
+    model = _model([helper.make_node("Softplus", ["x"], ["y"], name="sp")], shape=[1, 4, 50, 40])
+    x = np.linspace(-120, 120, 8000, dtype=np.float32)
+    x[:7] = [0.0, -0.0, np.inf, -np.inf, np.nan, 20.0, 88.9]
+    feeds = {"x": x.reshape(1, 4, 50, 40)}
+    report = apply_rewrites(model)
+    assert [(f.rewrite, f.exact) for f in report.fired] == [("softplus-as-exponential", False)]
+    assert "Softplus" not in _ops(model)
+    after = run_onnxruntime(model, feeds)["y"].reshape(-1)
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        exact = np.where(wide > 20, wide, np.logaddexp(0.0, wide))
+    finite = np.isfinite(exact)
+    assert np.abs(after[finite] - exact[finite]).max() <= 2e-6
+    above = wide > 20
+    assert after[above].tobytes() == x[above].tobytes()
+    assert after[2] == np.inf
+    assert after[3] == 0.0
+    assert np.isnan(after[4])
+
+
+def test_softplus_of_a_mish_is_left_to_the_mish_rewrite():
+    nodes = [
+        helper.make_node("Softplus", ["x"], ["sp"]),
+        helper.make_node("Tanh", ["sp"], ["t"]),
+        helper.make_node("Mul", ["t", "x"], ["y"], name="m"),
+    ]
+    report = apply_rewrites(_model(nodes))
+    assert [f.rewrite for f in report.fired] == ["mish-as-exponentials"]

@@ -68,6 +68,7 @@ from b2s_onnx.rewrites.sibling_conv_integers import SiblingConvIntegers
 from b2s_onnx.rewrites.sibling_convs import SiblingConvs
 from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
+from b2s_onnx.rewrites.softplus_as_exponential import SoftplusAsExponential
 from b2s_onnx.rewrites.spatial_mean_as_pool import SpatialMeanAsPool
 from b2s_onnx.rewrites.strided_input_conv_as_space_to_depth import (
     StridedInputConvAsSpaceToDepth,
@@ -108,6 +109,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     FloatWeightsForFloatLayers(),
     AddPerQuantize(),
     MishAsExponentials(),
+    SoftplusAsExponential(),
     EluAsExponential(),
     LrnAsConv(),
     MvnAsNormalization(),
