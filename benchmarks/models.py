@@ -142,6 +142,17 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
         ),
         [1, 32, 56, 56],
     )
+    # A decoder step: nearest 2x upsampling, then a 3x3 Conv (UNet, FPN-style necks).
+    data = ops.parameter([1, 64, 64, 64], np.float32, name="data")
+    upsampled = ops.interpolate(
+        data,
+        ops.constant(np.asarray([2.0, 2.0], np.float32)),
+        "nearest",
+        "scales",
+        axes=ops.constant(np.asarray([2, 3], np.int64)),
+    )
+    decoded = _conv_stack(ops, upsampled, lambda o, x, c: o.relu(x), 32, 1)
+    models["upsample-conv"] = (ov.Model([decoded], [data]), [1, 64, 64, 64])
     data = ops.parameter([1, 16, 256, 256], np.float32, name="data")
     head = ops.convolution(
         data,

@@ -25,6 +25,7 @@ from b2s_onnx.rewrites.channel_scale_as_depthwise_conv import ChannelScaleAsDept
 from b2s_onnx.rewrites.clamp_before_quantize import ClampBeforeQuantize
 from b2s_onnx.rewrites.concat_as_conv_sum import ConcatAsConvSum
 from b2s_onnx.rewrites.concat_before_dequantize import ConcatBeforeDequantize
+from b2s_onnx.rewrites.conv_after_upsampling import ConvAfterUpsampling
 from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
@@ -129,6 +130,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ResizeAsMatMul(),
     ResizeSizesAsScales(),
     ConcatAsConvSum(),
+    ConvAfterUpsampling(),
     SiblingConvs(),
     PerAxisQuantizeGuard(),
     PerAxisDequantizeGuard(),
