@@ -496,6 +496,42 @@ def test_conv_not_quantized_again_becomes_conv_integer_with_openvinos_arithmetic
     np.testing.assert_allclose(after, before, rtol=0, atol=1e-5 * np.abs(before).max())
 
 
+@pytest.mark.parametrize("rank", [1, 3], ids=["conv1d", "conv3d"])
+def test_1d_and_3d_convs_read_in_float_become_conv_integer_with_openvinos_arithmetic(rank):
+    """A quantized Conv1d (audio, text) or Conv3d read in float: ConvInteger, as 2-D ones."""
+    rng = np.random.default_rng(rank)
+    spatial = [11] if rank == 1 else [5, 6, 4]
+    w_q = rng.integers(-127, 128, [6, 4] + [3] * rank).astype(np.int8)
+    w_scale = rng.uniform(0.01, 0.02, 6).astype(np.float32)
+    bias = rng.standard_normal(6).astype(np.float32)
+    nodes = [
+        helper.make_node("DequantizeLinear", ["w_q", "w_scale", "w_zero"], ["w"], axis=0),
+        helper.make_node("Conv", ["x_dq", "w", "b"], ["c"], pads=[1] * 2 * rank),
+        helper.make_node("Relu", ["c"], ["y"]),
+    ]
+    values = {"w_q": w_q, "w_scale": w_scale, "w_zero": np.zeros(6, np.int8), "b": bias}
+    model = _qdq_model(nodes, values, [1, 4, *spatial])
+    feeds = _image_feeds([1, 4, *spatial])
+    report = apply_rewrites(model)
+    onnx.checker.check_model(model, full_check=True)
+    assert report.counts().get("conv-integer") == 1
+    assert optimized_op_counts(model)["ConvInteger"] == 1
+    x = np.clip(np.round(feeds["x"] / np.float32(0.05)) + 7, 0, 255).astype(np.int64) - 7
+    x = np.pad(x, [(0, 0), (0, 0)] + [(1, 1)] * rank)
+    windows = np.lib.stride_tricks.sliding_window_view(
+        x, [3] * rank, axis=tuple(range(2, 2 + rank))
+    )
+    letters = "xyz"[:rank]
+    sums = np.einsum(
+        f"nk{letters}{letters.upper()},ok{letters.upper()}->no{letters}",
+        windows,
+        w_q.astype(np.int64),
+    )
+    scale = (np.float32(0.05) * w_scale).astype(np.float32).reshape(1, -1, *[1] * rank)
+    expected = np.maximum(sums.astype(np.float32) * scale + bias.reshape(1, -1, *[1] * rank), 0)
+    assert run_onnxruntime(model, feeds)["y"].tobytes() == expected.astype(np.float32).tobytes()
+
+
 def test_depthwise_conv_read_in_float_stays_float_on_weights_dequantized_once():
     model = _conv_model(group=4)
     feeds = _image_feeds([1, 4, 7, 6])

@@ -90,15 +90,17 @@ def conv_integer_form(
     if data_scale.size != 1 or data_zero.size != 1:
         return Declined(rule, node.name, "the input is quantized per channel")
     q = index.constant(weights_q)
-    if q is None or q.ndim != 4:
-        return Declined(rule, node.name, "the weights are not a 4-D integer constant")
+    if q is None or q.ndim not in (3, 4, 5):
+        return Declined(
+            rule, node.name, "the weights are not the integer constant of a 1-, 2- or 3-D Conv"
+        )
     channels = q.shape[0]
     if is_depthwise(node, q.shape):
         return Declined(rule, node.name, DEPTHWISE_REASON)
     if weights_zero.size > 1 and np.any(weights_zero != weights_zero.reshape(-1)[0]):
         return Declined(rule, node.name, "the weights' zero points differ by channel")
     if weights_scale.size not in (1, channels) or (
-        weights_scale.size > 1 and int(index.attribute(weights_dq, "axis", 1)) % 4 != 0
+        weights_scale.size > 1 and int(index.attribute(weights_dq, "axis", 1)) % q.ndim != 0
     ):
         return Declined(rule, node.name, "the weights' scales are not per output channel")
     bias = index.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
@@ -134,7 +136,7 @@ def conv_integer_form(
     ]
     if bias is not None:
         bias_name = index.add_initializer(
-            f"{base}/bias", _per_channel(bias.astype(np.float32), channels)
+            f"{base}/bias", _per_channel(bias.astype(np.float32), channels, q.ndim)
         )
         nodes.append(helper.make_node("Add", [scaled, bias_name], [node.output[0]]))
     index.replace(matched, nodes)
@@ -155,7 +157,8 @@ def _dequantization(
     return dq.input[0], scale, zero
 
 
-def _per_channel(values: np.ndarray, channels: int) -> np.ndarray:
+def _per_channel(values: np.ndarray, channels: int, rank: int = 4) -> np.ndarray:
+    """``values`` as one per channel, shaped to broadcast over a rank-``rank`` output."""
     return np.ascontiguousarray(np.broadcast_to(values.reshape(-1), (channels,))).reshape(
-        1, channels, 1, 1
+        1, channels, *([1] * (rank - 2))
     )
