@@ -37,6 +37,7 @@ from b2s_onnx.rewrites.few_channels_conv_integer import FewChannelsConvInteger
 from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
 from b2s_onnx.rewrites.gelu_fusable_form import GeluFusableForm
+from b2s_onnx.rewrites.grouped_conv_integer import GroupedConvInteger
 from b2s_onnx.rewrites.input_scale_into_conv import InputScaleIntoConv
 from b2s_onnx.rewrites.layer_norm_spelled_out import LayerNormSpelledOut
 from b2s_onnx.rewrites.lrn_as_conv import LrnAsConv
@@ -102,6 +103,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ConvOnBranches(),
     ConvIntegerUnquantizedOutput(),
     FewChannelsConvInteger(),
+    GroupedConvInteger(),
     SiblingConvIntegers(),
     MatMulBiasAsSum(),
     PerChannelInputIntoWeights(),
