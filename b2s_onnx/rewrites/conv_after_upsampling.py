@@ -34,6 +34,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 from b2s_onnx.rewrites.conv_into_upsampling import _activation, _per_channel
@@ -80,7 +81,7 @@ def _repeats_at(
         [onnx.numpy_helper.from_array(scales, "scales")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", index.opset())])
-    model.ir_version = min(index.model.ir_version or 8, 10)
+    model.ir_version = min(index.model.ir_version or MAX_RUNTIME_IR_VERSION, MAX_RUNTIME_IR_VERSION)
     try:
         options = ort.SessionOptions()
         options.log_severity_level = 3
