@@ -25,9 +25,10 @@ def _inputs(shape=SHAPE) -> dict[str, np.ndarray]:
     return {"x": values}
 
 
-def _rewrite(model: onnx.ModelProto):
+def _rewrite(model: onnx.ModelProto, feeds: dict[str, np.ndarray] | None = None):
     """(outputs before, outputs after, report, rewritten model), checking validity."""
-    feeds = _inputs([d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim])
+    if feeds is None:
+        feeds = _inputs([d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim])
     before = run_onnxruntime(model, feeds)["y"]
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(model)
@@ -87,12 +88,7 @@ def test_prelu_with_other_slopes_becomes_where_with_every_bit(slope):
     )
     feeds = _inputs(shape)
     feeds["x"].reshape(-1)[4:6] = [np.nan, -np.nan]
-    before = run_onnxruntime(model, feeds)["y"]
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten)
-    onnx.checker.check_model(rewritten, full_check=True)
-    after = run_onnxruntime(rewritten, feeds)["y"]
+    before, after, report, rewritten = _rewrite(model, feeds)
     assert _ops(rewritten) == ["Less", "Where", "Mul"]
     assert report.fired[0].detail == "x * Where(x < 0, slope, 1)"
     assert report.fired[0].exact

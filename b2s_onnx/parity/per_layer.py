@@ -223,33 +223,9 @@ class _Comparison:
             )
         )
 
-    def _unmatched_quantizers(self, layer: Layer) -> list[str]:
-        """FakeQuantize layers passed through on the way to ``layer``'s nearest compared
-        inputs (the walk of :meth:`_input_error`), in the order met."""
-        found: list[str] = []
-        seen: set[tuple[str, int]] = set()
-        pending = [layer]
-        while pending:
-            current = pending.pop()
-            for port in current.inputs:
-                source = self.ir.sources.get((current.id, port.id))
-                if source is None or source in seen or source in self.errors:
-                    continue
-                seen.add(source)
-                producer = self.ir.layers[source[0]]
-                if producer.type in ("Parameter", "Const"):
-                    continue
-                if producer.type == "FakeQuantize":
-                    found.append(producer.name)
-                pending.append(producer)
-        return found
-
-    def _input_error(self, layer: Layer) -> tuple[InputError, bool | None]:
-        """Combined error of the ports feeding ``layer`` (looking through ports that were
-        not compared to the nearest compared ones), and whether they all agreed."""
-        rel = abs_ = mean = scale = 0.0
-        exact = True
-        agree: bool | None = None
+    def _feeding(self, layer: Layer):
+        """(source port, producer) of every port feeding ``layer``, looking through the ports
+        that were not compared (Parameters and Constants end a path, as compared ports do)."""
         seen: set[tuple[str, int]] = set()
         pending = [layer]
         while pending:
@@ -260,19 +236,37 @@ class _Comparison:
                     continue
                 seen.add(source)
                 producer = self.ir.layers[source[0]]
-                error = self.errors.get(source)
-                if error is not None:
-                    rel, abs_ = max(rel, error.max_rel_error), max(abs_, error.max_abs_error)
-                    mean, scale = max(mean, error.mean_abs_error), max(scale, error.scale)
-                    exact = exact and error.max_abs_error == 0
-                    agree = self.clean[source] and agree is not False
-                elif producer.type == "Parameter":
-                    record = self.ports.get(source)
-                    if record is not None and record.tensor in self.feed_scale:
-                        scale = max(scale, self.feed_scale[record.tensor])
-                    agree = agree is not False
-                elif producer.type != "Const":
+                yield source, producer
+                if source not in self.errors and producer.type not in ("Parameter", "Const"):
                     pending.append(producer)
+
+    def _unmatched_quantizers(self, layer: Layer) -> list[str]:
+        """FakeQuantize layers passed through on the way to ``layer``'s nearest compared
+        inputs, in the order met."""
+        return [
+            producer.name
+            for source, producer in self._feeding(layer)
+            if producer.type == "FakeQuantize" and source not in self.errors
+        ]
+
+    def _input_error(self, layer: Layer) -> tuple[InputError, bool | None]:
+        """Combined error of the ports feeding ``layer`` (looking through ports that were
+        not compared to the nearest compared ones), and whether they all agreed."""
+        rel = abs_ = mean = scale = 0.0
+        exact = True
+        agree: bool | None = None
+        for source, producer in self._feeding(layer):
+            error = self.errors.get(source)
+            if error is not None:
+                rel, abs_ = max(rel, error.max_rel_error), max(abs_, error.max_abs_error)
+                mean, scale = max(mean, error.mean_abs_error), max(scale, error.scale)
+                exact = exact and error.max_abs_error == 0
+                agree = self.clean[source] and agree is not False
+            elif producer.type == "Parameter":
+                record = self.ports.get(source)
+                if record is not None and record.tensor in self.feed_scale:
+                    scale = max(scale, self.feed_scale[record.tensor])
+                agree = agree is not False
         return InputError(rel, abs_, mean, scale, exact), agree
 
     def compare_chunk(self, chunk: list[tuple[Layer, PortRecord]]) -> None:

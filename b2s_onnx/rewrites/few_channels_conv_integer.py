@@ -32,6 +32,7 @@ this one is OpenVINO's order of operations (dequantize, add the bias, quantize).
 
 from __future__ import annotations
 
+import numpy as np
 import onnx
 
 from b2s_onnx.rewrites._dequantized import dequantized_operands
@@ -44,6 +45,20 @@ MAX_INPUT_CHANNELS = 4
 MAX_OUTPUT_CHANNELS = 8
 
 
+def quantized_again_operands(
+    index: GraphIndex, node: onnx.NodeProto
+) -> tuple[onnx.NodeProto, onnx.NodeProto, np.ndarray | None] | None:
+    """A Conv's data and weight DequantizeLinears and integer weights when one
+    QuantizeLinear alone reads its output (a QLinearConv for onnxruntime), else None."""
+    operands = dequantized_operands(index, node.input[0], node.input[1])
+    if operands is None:
+        return None
+    reader = index.only_consumer(node.output[0])
+    if reader is None or reader.op_type != "QuantizeLinear" or reader.domain not in STANDARD:
+        return None
+    return operands
+
+
 class FewChannelsConvInteger:
     name = "few-channels-as-conv-integer"
     #: The requantization rounds in another order (module doc).
@@ -53,13 +68,10 @@ class FewChannelsConvInteger:
     def attempt(
         self, index: GraphIndex, node: onnx.NodeProto, report: RewriteReport
     ) -> Fired | Declined | None:
-        operands = dequantized_operands(index, node.input[0], node.input[1])
+        operands = quantized_again_operands(index, node)
         if operands is None:
             return None
         data_dq, weights_dq, weights = operands
-        reader = index.only_consumer(node.output[0])
-        if reader is None or reader.op_type != "QuantizeLinear" or reader.domain not in STANDARD:
-            return None
         if weights is None or weights.ndim != 4 or int(index.attribute(node, "group", 1)) != 1:
             return None
         if weights.shape[0] > MAX_OUTPUT_CHANNELS or weights.shape[1] > MAX_INPUT_CHANNELS:

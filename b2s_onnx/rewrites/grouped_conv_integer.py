@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import onnx
 
-from b2s_onnx.rewrites._dequantized import dequantized_operands
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
-from b2s_onnx.rewrites.conv_integer import STANDARD, conv_integer_form
+from b2s_onnx.rewrites.conv_integer import conv_integer_form
+from b2s_onnx.rewrites.few_channels_conv_integer import quantized_again_operands
 
 #: Input channels per group where the ConvInteger form measured faster (module doc).
 MAX_CHANNELS_PER_GROUP = 8
@@ -50,13 +50,10 @@ class GroupedConvInteger:
     ) -> Fired | Declined | None:
         if int(index.attribute(node, "group", 1)) == 1:
             return None
-        operands = dequantized_operands(index, node.input[0], node.input[1])
+        operands = quantized_again_operands(index, node)
         if operands is None:
             return None
         data_dq, weights_dq, weights = operands
-        reader = index.only_consumer(node.output[0])
-        if reader is None or reader.op_type != "QuantizeLinear" or reader.domain not in STANDARD:
-            return None
         if weights is None or weights.ndim < 3 or weights.shape[1] == 1:
             return None
         if weights.shape[1] > MAX_CHANNELS_PER_GROUP:
