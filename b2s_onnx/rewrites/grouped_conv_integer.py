@@ -20,7 +20,8 @@ interleaved runs, the whole group from input bytes to output bytes (channels/gro
     16                   512 / 32 at 14x14          0.33 / 0.25 ms = 1.35
     32                   128 / 4 at 48x48           0.79 / 0.54 ms = 1.45
 
-From 16 channels a group QLinearConv is as fast or faster, so the rule stops at 8; depthwise
+At 16 channels a group the two trade places (0.74, 1.35) and at 32 QLinearConv wins, so
+the rule stops at 8; depthwise
 Convs (one channel a group) keep QLinearConv, whose depthwise kernel is fast. As with
 `few-channels-as-conv-integer`, the output is requantized from the float sum plus the float
 bias, OpenVINO's order of operations, where QLinearConv rounds the bias to int32 first.
