@@ -72,6 +72,7 @@ from b2s_onnx.rewrites.small_conv_as_3d import SmallConvAs3d
 from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.softplus_as_exponential import SoftplusAsExponential
 from b2s_onnx.rewrites.spatial_mean_as_pool import SpatialMeanAsPool
+from b2s_onnx.rewrites.stride_one_conv_transpose import StrideOneConvTranspose
 from b2s_onnx.rewrites.strided_input_conv_as_space_to_depth import (
     StridedInputConvAsSpaceToDepth,
 )
@@ -90,6 +91,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     InputScaleIntoConv(),
     ConvBias(),
     ConvIntoUpsampling(),
+    StrideOneConvTranspose(),
     ClampBeforeQuantize(),
     DequantizeAfterMovement(),
     ConcatBeforeDequantize(),
