@@ -73,6 +73,7 @@ from b2s_onnx.rewrites.softmax_inner_axis import SoftmaxInnerAxis
 from b2s_onnx.rewrites.softplus_as_exponential import SoftplusAsExponential
 from b2s_onnx.rewrites.spatial_mean_as_pool import SpatialMeanAsPool
 from b2s_onnx.rewrites.stride_one_conv_transpose import StrideOneConvTranspose
+from b2s_onnx.rewrites.strided_conv_transpose_as_phases import StridedConvTransposeAsPhases
 from b2s_onnx.rewrites.strided_input_conv_as_space_to_depth import (
     StridedInputConvAsSpaceToDepth,
 )
@@ -92,6 +93,7 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ConvBias(),
     ConvIntoUpsampling(),
     StrideOneConvTranspose(),
+    StridedConvTransposeAsPhases(),
     ClampBeforeQuantize(),
     DequantizeAfterMovement(),
     ConcatBeforeDequantize(),
