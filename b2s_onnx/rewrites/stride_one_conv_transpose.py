@@ -23,6 +23,7 @@ from onnx import helper
 
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
+from b2s_onnx.rewrites.conv_into_upsampling import _ints
 
 
 def conv_weights(weights: np.ndarray, group: int) -> np.ndarray:
@@ -52,20 +53,17 @@ class StrideOneConvTranspose:
         spatial = weights.ndim - 2
         kernel = list(weights.shape[2:])
 
-        def ints(name: str, default: list[int]) -> list[int]:
-            return [int(v) for v in index.attribute(node, name, default)]
-
-        if ints("strides", [1] * spatial) != [1] * spatial:
+        if _ints(index, node, "strides", [1] * spatial) != [1] * spatial:
             return None
         if (
-            any(ints("output_padding", [0] * spatial))
+            any(_ints(index, node, "output_padding", [0] * spatial))
             or index.attribute(node, "output_shape") is not None
         ):
             return Declined(self.name, node.name, "the ConvTranspose sets its output size")
         if index.text(node, "auto_pad", "NOTSET") != "NOTSET":
             return Declined(self.name, node.name, "the ConvTranspose uses auto_pad")
-        dilations = ints("dilations", [1] * spatial)
-        pads = ints("pads", [0] * 2 * spatial)
+        dilations = _ints(index, node, "dilations", [1] * spatial)
+        pads = _ints(index, node, "pads", [0] * 2 * spatial)
         extents = [d * (k - 1) for d, k in zip(dilations, kernel, strict=True)]
         conv_pads = [extents[a % spatial] - p for a, p in enumerate(pads)]
         if min(conv_pads) < 0:

@@ -22,8 +22,8 @@ from onnx import helper
 
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
-from b2s_onnx.rewrites.conv_after_upsampling import interleave_phases, static_nhw
-from b2s_onnx.rewrites.conv_into_upsampling import _activation
+from b2s_onnx.rewrites.conv_after_upsampling import activated, interleave_phases, static_nhw
+from b2s_onnx.rewrites.conv_into_upsampling import _activation, _ints
 
 
 def phase_geometry(
@@ -60,10 +60,7 @@ class StridedConvTransposeAsPhases:
         if weights is None or weights.dtype != np.float32 or weights.ndim != 4:
             return None
 
-        def ints(name: str, default: list[int]) -> list[int]:
-            return [int(v) for v in index.attribute(node, name, default)]
-
-        strides = ints("strides", [1, 1])
+        strides = _ints(index, node, "strides", [1, 1])
         kernel = list(weights.shape[2:])
         if strides[0] != strides[1] or strides[0] < 2:
             return None
@@ -74,8 +71,8 @@ class StridedConvTransposeAsPhases:
             )
         if (
             int(index.attribute(node, "group", 1)) != 1
-            or ints("dilations", [1, 1]) != [1, 1]
-            or any(ints("output_padding", [0, 0]))
+            or _ints(index, node, "dilations", [1, 1]) != [1, 1]
+            or any(_ints(index, node, "output_padding", [0, 0]))
             or index.attribute(node, "output_shape") is not None
             or index.text(node, "auto_pad", "NOTSET") != "NOTSET"
         ):
@@ -84,7 +81,7 @@ class StridedConvTransposeAsPhases:
         if small is None:
             return Declined(self.name, node.name, "the input's shape is not static")
         n, height, width = small
-        pads = ints("pads", [0, 0, 0, 0])
+        pads = _ints(index, node, "pads", [0, 0, 0, 0])
         rows = phase_geometry(height, kernel[0], stride, pads[0], pads[2])
         columns = phase_geometry(width, kernel[1], stride, pads[1], pads[3])
         if rows is None or columns is None:
@@ -118,14 +115,8 @@ class StridedConvTransposeAsPhases:
                         pads=[before_r, before_c, after_r, after_c],
                     )
                 )
-                if activation is not None:
-                    active = fresh(f"{activation.name}/phase{r}{c}")
-                    moved = onnx.NodeProto()
-                    moved.CopyFrom(activation)
-                    moved.name = active
-                    moved.input[0], moved.output[0] = phase, active
-                    nodes.append(moved)
-                    phase = active
+                tail, phase = activated(index, activation, phase, f"phase{r}{c}")
+                nodes += tail
                 phases.append(phase)
         joined = fresh(f"{base}/phases")
         final = matched[-1].output[0]
