@@ -102,6 +102,55 @@ def _csp_stem(ops, data, rng):
     return x
 
 
+def _regnet(ops, data, rng, widths, depths, group_width: int, squeeze: bool):
+    """A RegNetX (``squeeze=False``) or RegNetY network at 224x224 as PyTorch's export
+    writes it to IR (batch norms folded into the convolutions): stages of residual
+    bottlenecks of ratio 1, each a 1x1 convolution, a grouped 3x3 one of ``group_width``
+    channels a group (stride 2 in a stage's first block), an optional squeeze-excite gate
+    and another 1x1 convolution. Groups of 8 channels in odd numbers (RegNetX-200MF's 3, 7
+    and 19) are what onnxruntime runs outside its blocked layout."""
+
+    def conv(x, out, kernel=1, stride=1, group=1, act=True):
+        channels = x.get_output_partial_shape(0)[1].get_length()
+        scale = np.sqrt(2 / (channels // group * kernel * kernel))
+        pad = [kernel // 2] * 2
+        if group == 1:
+            weights = rng.standard_normal([out, channels, kernel, kernel]) * scale
+            y = ops.convolution(
+                x, ops.constant(weights.astype(np.float32)), [stride] * 2, pad, pad, [1, 1]
+            )
+        else:
+            weights = rng.standard_normal([group, out // group, channels // group, kernel, kernel])
+            y = ops.group_convolution(
+                x,
+                ops.constant((weights * scale).astype(np.float32)),
+                [stride] * 2,
+                pad,
+                pad,
+                [1, 1],
+            )
+        y = ops.add(y, ops.constant((rng.standard_normal([1, out, 1, 1]) * 0.1).astype(np.float32)))
+        return ops.relu(y) if act else y
+
+    x = conv(data, 32, 3, 2)
+    for width, depth in zip(widths, depths, strict=True):
+        for block in range(depth):
+            stride = 2 if block == 0 else 1
+            channels = x.get_output_partial_shape(0)[1].get_length()
+            y = conv(conv(x, width), width, 3, stride, width // group_width)
+            if squeeze:
+                hidden = max(1, channels // 4)
+                pooled = ops.reduce_mean(y, ops.constant(np.asarray([2, 3], np.int64)), True)
+                gate = ops.sigmoid(conv(conv(pooled, hidden), width, act=False))
+                y = ops.multiply(y, gate)
+            y = conv(y, width, act=False)
+            shortcut = (
+                x if stride == 1 and channels == width else conv(x, width, 1, stride, act=False)
+            )
+            x = ops.relu(ops.add(y, shortcut))
+    return x
+
+
 def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
     """IRs that isolate one pattern each, written with OpenVINO's own API."""
     import openvino as ov
@@ -221,6 +270,15 @@ def _generated(folder: Path) -> dict[str, tuple[Path, dict[str, np.ndarray]]]:
             coordinate_transformation_mode="half_pixel",
         )
         models[name] = (ov.Model([ops.add(body, upsampled)], [data]), [1, 3, 180, 320])
+    # RegNets: grouped convolutions of 8 (odd counts: 3, 7, 19, 13 groups) and 24 channels.
+    for name, widths, depths, group_width, squeeze in (
+        ("regnetx-200mf", [24, 56, 152, 368], [1, 1, 4, 7], 8, False),
+        ("regnety-400mf", [48, 104, 208, 440], [1, 3, 6, 6], 8, True),
+        ("regnetx-600mf", [48, 96, 240, 528], [1, 3, 5, 7], 24, False),
+    ):
+        data = ops.parameter([1, 3, 224, 224], np.float32, name="data")
+        net = _regnet(ops, data, rng, widths, depths, group_width, squeeze)
+        models[name] = (ov.Model([net], [data]), [1, 3, 224, 224])
     data = ops.parameter([1, 3, 416, 416], np.float32, name="data")
     models["cspdarknet-mish"] = (ov.Model([_csp_stem(ops, data, rng)], [data]), [1, 3, 416, 416])
     data = ops.parameter([1, 128, 256], np.float32, name="data")

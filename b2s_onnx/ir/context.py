@@ -69,8 +69,10 @@ class ConversionContext:
         self.opset = opset
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: dict[str, TensorProto] = {}
-        #: Constants whose ONNX tensor is built late (large float weights).
-        self.late_initializers: set[str] = set()
+        #: Constants whose ONNX tensor is built late (large float weights), in the order
+        #: recorded (a dict, not a set: the written model's bytes must not depend on
+        #: Python's string hashing).
+        self.late_initializers: dict[str, None] = {}
         self.names = NameAllocator(set())
         #: (layer id, output port id) -> tensor name
         self.tensors: dict[tuple[str, int], str] = {}
@@ -176,7 +178,7 @@ class ConversionContext:
             array = widen_to_f32(array)
         self.constants[name] = array
         if array.dtype.kind == "f" and array.nbytes > LATE_TENSOR_BYTES:
-            self.late_initializers.add(name)
+            self.late_initializers[name] = None
         else:
             self.initializers[name] = numpy_helper.from_array(array, name)
         self.types[name] = helper.np_dtype_to_tensor_dtype(array.dtype)

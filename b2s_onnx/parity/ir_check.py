@@ -21,6 +21,7 @@ from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
 from b2s_onnx.parity.quantized_spread import FLOAT_SIMULATION_CONFIG, widen_by_spread
 from b2s_onnx.parity.references import run_onnx_reference
 from b2s_onnx.parity.runtime import first_line
+from b2s_onnx.parity.scale_tolerance import widen_by_scale
 
 #: A converted IR computes float math in another runtime, so last-bit differences are
 #: expected, and they grow with the magnitude of a value: an element passes when
@@ -236,6 +237,11 @@ def check_ir(
     timings["reference_s"] = time.perf_counter() - start
     quantized = is_quantized(xml_path)
     revise = None
+    if not quantized and _not_given(atol):
+
+        def revise(reports: list[OutputReport], actual: Mapping[str, np.ndarray]) -> None:
+            widen_by_scale(reports, expected, actual)
+
     if reference == "openvino" and quantized and _not_given(atol):
 
         def revise(reports: list[OutputReport], actual: Mapping[str, np.ndarray]) -> None:

@@ -37,6 +37,7 @@ from b2s_onnx.rewrites.few_channels_conv_integer import FewChannelsConvInteger
 from b2s_onnx.rewrites.float_weights_for_float_layers import FloatWeightsForFloatLayers
 from b2s_onnx.rewrites.fold_constants import FoldConstants
 from b2s_onnx.rewrites.gelu_fusable_form import GeluFusableForm
+from b2s_onnx.rewrites.grouped_conv_in_blocks import GroupedConvInBlocks
 from b2s_onnx.rewrites.grouped_conv_integer import GroupedConvInteger
 from b2s_onnx.rewrites.input_scale_into_conv import InputScaleIntoConv
 from b2s_onnx.rewrites.layer_norm_spelled_out import LayerNormSpelledOut
@@ -133,6 +134,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ChannelScaleAsDepthwiseConv(),
     ScaleShiftAsBatchNorm(),
     PadChannelsToBlock(),
+    # After: the groups of a region padded to whole blocks merge too.
+    GroupedConvInBlocks(),
     ResizeAsMatMul(),
     ResizeSizesAsScales(),
     ConcatAsConvSum(),
