@@ -199,6 +199,37 @@ def encoder(x):
     return _encoder(ops, x, np.random.default_rng(2025), layers=2, heads=2)
 
 
+def grouped_stage(x):
+    """RegNet/ResNeXt-style residual blocks whose 3x3 convolutions are grouped, 8 channels a
+    group: one at 32x32 (ConvInteger in onnxruntime), one at 16x16 (QLinearConv on merged
+    16-channel groups), then a 1x1 head. Its own generator, so regenerating it alone gives
+    the same network."""
+    rng = np.random.default_rng(2026)
+
+    def conv(y, out, kernel=1, stride=1, group=1, relu=True, gain=1.0):
+        channels = _channels(y)
+        shape = [out, channels // group, kernel, kernel]
+        scale = gain * np.sqrt(1 / (channels // group * kernel * kernel))
+        weights = (rng.standard_normal(shape) * scale).astype(np.float32)
+        pad = [kernel // 2] * 2
+        if group == 1:
+            y = ops.convolution(y, ops.constant(weights), [stride] * 2, pad, pad, [1, 1])
+        else:
+            grouped = ops.constant(weights.reshape(group, out // group, *shape[1:]))
+            y = ops.group_convolution(y, grouped, [stride] * 2, pad, pad, [1, 1])
+        bias = (rng.standard_normal([1, out, 1, 1]) * 0.1).astype(np.float32)
+        y = ops.add(y, ops.constant(bias))
+        return ops.relu(y) if relu else y
+
+    def block(y, out, stride):
+        body = conv(conv(conv(y, out), out, 3, stride, group=out // 8), out, relu=False)
+        shortcut = y if stride == 1 else conv(y, out, 1, stride, relu=False)
+        return ops.relu(ops.add(body, shortcut))
+
+    x = conv(conv(x, 32, 3, 2), 64, 3, 2)
+    return conv(block(block(x, 64, 1), 128, 2), 16, gain=0.5, relu=False)
+
+
 NETWORKS: dict[str, Callable] = {
     "conv_stack": conv_stack,
     "depthwise_separable": depthwise_separable,
@@ -211,6 +242,7 @@ NETWORKS: dict[str, Callable] = {
     "inverted_residual": inverted_residual,
     "hard_swish_block": hard_swish_block,
     "yolo_tiny": yolo_tiny,
+    "grouped_stage": grouped_stage,
 }
 SHAPE = [1, 3, 128, 128]
 #: Networks whose input is not an image: [1, sequence length, width].

@@ -224,6 +224,8 @@ EXPECTED_INTEGER = {
     "hard_swish_block": 6,
     # Every layer, including those reading a MaxPool, Split or Concat of quantized tensors.
     "yolo_tiny": 11,
+    # Its grouped layers too: ConvInteger at 32x32, a merged QLinearConv at 16x16.
+    "grouped_stage": 10,
 }
 
 

@@ -56,6 +56,7 @@ from b2s_onnx.rewrites.pointwise_conv_on_a_point import PointwiseConvOnAPoint
 from b2s_onnx.rewrites.pool_floor_mode import PoolFloorMode
 from b2s_onnx.rewrites.prelu_as_leaky_relu import PReluAsLeakyRelu
 from b2s_onnx.rewrites.prelu_spelled_out import PReluSpelledOut
+from b2s_onnx.rewrites.quantized_groups_in_blocks import QuantizedGroupsInBlocks
 from b2s_onnx.rewrites.quantized_input_channels_to_four import QuantizedInputChannelsToFour
 from b2s_onnx.rewrites.quantized_upsampling_as_depth_to_space import (
     QuantizedUpsamplingAsDepthToSpace,
@@ -108,6 +109,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ConvOnBranches(),
     ConvIntegerUnquantizedOutput(),
     FewChannelsConvInteger(),
+    # Before: on small maps the merged QLinearConv beats the ConvInteger form.
+    QuantizedGroupsInBlocks(),
     GroupedConvInteger(),
     SiblingConvIntegers(),
     MatMulBiasAsSum(),

@@ -25,8 +25,8 @@ and at 2 threads 0.80, 0.75, 0.87, 0.93, 0.92x the time. Pairs of 24-channel gro
 slower merged (12 -> 48: 1.10x; 6 -> 48: 1.3x; 40 -> 80 and 56 -> 112: 1.06-1.16x), so only
 widths 2, 4, 8 (to 16) and 24 (to 48) are merged, on input and output alike. With AVX2
 onnxruntime's block is 8 channels, so 8-wide groups already run blocked there and merging
-them doubles their work for nothing; the converter writes for AVX-512, like `pad-channels-
-to-block`.
+them doubles their work for nothing; the converter writes for AVX-512, like
+`pad-channels-to-block`.
 
 Whole networks, 1 thread (2 threads), against the same conversion without this rewrite and
 `pad-channels-to-block`'s grouped regions: RegNetX-200MF (groups of 8, most of them in odd
@@ -53,13 +53,22 @@ BLOCK = 16
 FACTORS = {2: 8, 4: 4, 8: 2, 24: 2}
 
 
-def merged_weights(weights: np.ndarray, group: int, factor: int) -> np.ndarray:
+def merged_weights(
+    weights: np.ndarray, group: int, factor: int, fill: np.ndarray | None = None
+) -> np.ndarray:
     """Conv weights ``[C_out, C_in/g, *k]`` of ``group`` groups as those of ``group /
     factor`` groups: each output channel keeps its taps at its old group's place among the
-    ``factor`` groups merged, zeros elsewhere."""
+    ``factor`` groups merged, zeros elsewhere (or ``fill``, one value per output channel:
+    quantized weights' zero points, which dequantize to zero)."""
     out_channels, in_per_group = weights.shape[:2]
     out_per_group = out_channels // group
-    merged = np.zeros((out_channels, in_per_group * factor, *weights.shape[2:]), weights.dtype)
+    shape = (out_channels, in_per_group * factor, *weights.shape[2:])
+    if fill is None:
+        merged = np.zeros(shape, weights.dtype)
+    else:
+        rows = np.broadcast_to(np.asarray(fill, weights.dtype).reshape(-1), (out_channels,))
+        merged = np.empty(shape, weights.dtype)
+        merged[...] = rows.reshape(-1, *[1] * (len(shape) - 1))
     for old in range(group):
         place = old % factor
         rows = slice(old * out_per_group, (old + 1) * out_per_group)
