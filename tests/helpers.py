@@ -164,3 +164,18 @@ def batch_to_space_by_index(data, block_shape, crops_begin, crops_end) -> np.nda
             block_index = block_index * b + offset
         out[index] = data[(block_index * batch_out + index[0], *source)]
     return out
+
+
+def with_output_offset(model: onnx.ModelProto, offset: float) -> onnx.ModelProto:
+    """A copy of ``model`` with ``offset`` added to its first output: a conversion error
+    for ``check`` to find."""
+    shifted = onnx.ModelProto()
+    shifted.CopyFrom(model)
+    graph = shifted.graph
+    output = graph.output[0].name
+    graph.initializer.append(helper.make_tensor("offset", TensorProto.FLOAT, [], [offset]))
+    for node in graph.node:
+        node.output[:] = [f"{o}/before" if o == output else o for o in node.output]
+        node.input[:] = [f"{i}/before" if i == output else i for i in node.input]
+    graph.node.append(helper.make_node("Add", [f"{output}/before", "offset"], [output]))
+    return shifted

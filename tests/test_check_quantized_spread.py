@@ -6,14 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 import b2s_onnx
 from b2s_onnx.parity.check import OutputReport
 from b2s_onnx.parity.ir_check import _run_openvino, check_ir
 from b2s_onnx.parity.quantized_spread import FLOAT_SIMULATION_CONFIG, spread, widen_by_spread
+from tests.helpers import with_output_offset
 
 INT8 = Path(__file__).resolve().parents[1] / "models" / "int8"
 
@@ -85,24 +84,10 @@ def test_openvinos_float_simulation_switch_is_accepted_and_changes_the_arithmeti
     assert all(w is not None and 0 < w < 1 for w in widths)
 
 
-def _shifted(model: onnx.ModelProto, offset: float) -> onnx.ModelProto:
-    """``model`` with ``offset`` added to its first output: a conversion error."""
-    shifted = onnx.ModelProto()
-    shifted.CopyFrom(model)
-    graph = shifted.graph
-    output = graph.output[0].name
-    graph.initializer.append(helper.make_tensor("offset", TensorProto.FLOAT, [], [offset]))
-    for node in graph.node:
-        node.output[:] = [f"{o}/before" if o == output else o for o in node.output]
-        node.input[:] = [f"{i}/before" if i == output else i for i in node.input]
-    graph.node.append(helper.make_node("Add", [f"{output}/before", "offset"], [output]))
-    return shifted
-
-
 @pytest.mark.openvino
 def test_a_conversion_error_in_a_quantized_ir_still_fails_after_the_second_opinion():
     xml = INT8 / "conv_stack" / "int8.xml"
-    converted = _shifted(b2s_onnx.convert_ir(xml), 1.0)
+    converted = with_output_offset(b2s_onnx.convert_ir(xml), 1.0)
     result = check_ir(xml, converted)
     assert not result.passed
     first = result.outputs[0]
@@ -114,7 +99,7 @@ def test_a_conversion_error_in_a_quantized_ir_still_fails_after_the_second_opini
 @pytest.mark.openvino
 def test_a_given_tolerance_is_kept_and_openvino_runs_once():
     xml = INT8 / "conv_stack" / "int8.xml"
-    converted = _shifted(b2s_onnx.convert_ir(xml), 1.0)
+    converted = with_output_offset(b2s_onnx.convert_ir(xml), 1.0)
     result = check_ir(xml, converted, atol=0.1)
     assert not result.passed
     assert "float simulation" not in result.outputs[0].reason

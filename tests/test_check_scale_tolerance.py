@@ -5,14 +5,13 @@ errors still fail, and a given tolerance is kept."""
 from __future__ import annotations
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper
 
 import b2s_onnx
 from b2s_onnx.parity.check import OutputReport
 from b2s_onnx.parity.ir_check import check_ir
 from b2s_onnx.parity.scale_tolerance import SCALE_RTOL, output_scale, widen_by_scale
+from tests.helpers import with_output_offset
 
 
 def _report(name: str, passed: bool = False, atol: float = 1e-4) -> OutputReport:
@@ -73,26 +72,13 @@ def _identity_ir(tmp_path):
     return xml
 
 
-def _shifted(model: onnx.ModelProto, offset: float) -> onnx.ModelProto:
-    """``model`` with ``offset`` added to its output."""
-    shifted = onnx.ModelProto()
-    shifted.CopyFrom(model)
-    graph = shifted.graph
-    output = graph.output[0].name
-    graph.initializer.append(helper.make_tensor("offset", TensorProto.FLOAT, [], [offset]))
-    for node in graph.node:
-        node.output[:] = [f"{o}/before" if o == output else o for o in node.output]
-    graph.node.append(helper.make_node("Add", [f"{output}/before", "offset"], [output]))
-    return shifted
-
-
 @pytest.mark.openvino
 @pytest.mark.parametrize(("offset", "passes"), [(5e-3, True), (1.0, False)])
 def test_a_converted_ir_is_judged_at_its_outputs_scale(tmp_path, offset, passes):
     """Inputs up to 1000: 5e-3 is rounding at that scale (elements near zero miss the
     default 1e-4 + 1e-3 |x|), 1.0 is an error."""
     xml = _identity_ir(tmp_path)
-    converted = _shifted(b2s_onnx.convert_ir(xml), offset)
+    converted = with_output_offset(b2s_onnx.convert_ir(xml), offset)
     result = check_ir(xml, converted, val_range={"*": (-1000.0, 1000.0)})
     (output,) = result.outputs
     assert result.passed is passes
@@ -105,7 +91,7 @@ def test_a_converted_ir_is_judged_at_its_outputs_scale(tmp_path, offset, passes)
 @pytest.mark.openvino
 def test_a_given_tolerance_is_kept(tmp_path):
     xml = _identity_ir(tmp_path)
-    converted = _shifted(b2s_onnx.convert_ir(xml), 5e-3)
+    converted = with_output_offset(b2s_onnx.convert_ir(xml), 5e-3)
     result = check_ir(xml, converted, atol=1e-4, val_range={"*": (-1000.0, 1000.0)})
     (output,) = result.outputs
     assert not result.passed

@@ -6,8 +6,6 @@ and 19 groups of 8)."""
 
 from __future__ import annotations
 
-import collections
-
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -19,21 +17,10 @@ from onnx import helper
 from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.grouped_conv_in_blocks import GroupedConvInBlocks, merged_weights
 from tests.helpers import assert_well_formed, converted_matches_openvino, float_model
+from tests.test_rewrites_blocked_layout import _optimized_ops, _session
 
 NAME = GroupedConvInBlocks.name
 PAD = "pad-channels-to-block"
-
-
-def _session(model: onnx.ModelProto, level, optimized_path=None) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = level
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3
-    if optimized_path is not None:
-        options.optimized_model_filepath = str(optimized_path)
-    return ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
 
 
 def _feeds(model: onnx.ModelProto) -> dict[str, np.ndarray]:
@@ -208,12 +195,6 @@ def test_merged_weights_compute_the_same_function(groups, width, out_width, kern
     merged = merged_weights(weights, groups, factor)
     assert merged.shape == (groups * out_width, width * factor, *kernel)
     np.testing.assert_allclose(conv(merged, groups // factor), conv(weights, groups), atol=1e-12)
-
-
-def _optimized_ops(model, tmp_path) -> collections.Counter:
-    path = tmp_path / "optimized.onnx"
-    _session(model, ort.GraphOptimizationLevel.ORT_ENABLE_ALL, path)
-    return collections.Counter((n.domain, n.op_type) for n in onnx.load(path).graph.node)
 
 
 def _regnet_block(channels=56, width=8, size=12, reader="Conv"):

@@ -76,6 +76,16 @@ def merged_weights(
     return merged
 
 
+def regrouped(node: onnx.NodeProto, weights: str, group: int) -> onnx.NodeProto:
+    """``node`` (a Conv) reading ``weights`` in ``group`` groups, all else as it was."""
+    conv = onnx.helper.make_node(
+        "Conv", [node.input[0], weights, *node.input[2:]], list(node.output), name=node.name
+    )
+    conv.attribute.extend(a for a in node.attribute if a.name != "group")
+    conv.attribute.append(onnx.helper.make_attribute("group", group))
+    return conv
+
+
 class GroupedConvInBlocks:
     name = "grouped-conv-in-blocks"
     #: The same products plus exact zeros, summed in another order.
@@ -113,15 +123,7 @@ class GroupedConvInBlocks:
         name = index.add_initializer(
             f"{base}/merged_groups", merged_weights(weights, group, factor)
         )
-        attributes = [a for a in node.attribute if a.name != "group"]
-        conv = onnx.helper.make_node(
-            "Conv",
-            [node.input[0], name, *node.input[2:]],
-            list(node.output),
-            name=node.name,
-        )
-        conv.attribute.extend(attributes)
-        conv.attribute.append(onnx.helper.make_attribute("group", group // factor))
+        conv = regrouped(node, name, group // factor)
         index.replace([node], [conv])
         return Fired(
             self.name,

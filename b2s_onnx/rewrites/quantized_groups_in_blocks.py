@@ -35,7 +35,7 @@ from b2s_onnx.rewrites._dequantized import weight_dequantization
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Fired, RewriteReport
 from b2s_onnx.rewrites.few_channels_conv_integer import quantized_again_operands
-from b2s_onnx.rewrites.grouped_conv_in_blocks import BLOCK, merged_weights
+from b2s_onnx.rewrites.grouped_conv_in_blocks import BLOCK, merged_weights, regrouped
 
 #: Input channels a group that merge into whole 16-channel groups.
 WIDTHS = (2, 4, 8)
@@ -90,11 +90,7 @@ class QuantizedGroupsInBlocks:
             name=f"{base}/merged_weights",
         )
         new_dq.attribute.extend(weights_dq.attribute)
-        conv = helper.make_node(
-            "Conv", [node.input[0], dequantized, *node.input[2:]], list(node.output), name=node.name
-        )
-        conv.attribute.extend(a for a in node.attribute if a.name != "group")
-        conv.attribute.append(helper.make_attribute("group", group // factor))
+        conv = regrouped(node, dequantized, group // factor)
         index.replace(matched, [new_dq, conv])
         return Fired(
             self.name,
