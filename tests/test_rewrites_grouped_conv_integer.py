@@ -20,9 +20,9 @@ X_SCALE, X_ZERO = np.float32(0.05), np.uint8(7)
 Y_SCALE, Y_ZERO = np.float32(0.04), np.uint8(120)
 
 
-def _model(channels: int, groups: int, bias: bool = True, size=(24, 20)) -> onnx.ModelProto:
+def _model(channels: int, groups: int, bias: bool = True, size=(30, 28)) -> onnx.ModelProto:
     """x -> Q -> DQ -> grouped Conv 3x3 (int8 weights per channel) -> Q -> DQ -> y. The
-    default map is larger than `quantized-grouped-conv-in-blocks` takes (400 positions)."""
+    default map is larger than `quantized-grouped-conv-in-blocks` takes (784 positions)."""
     rng = np.random.default_rng(channels * 7 + groups)
     per_group = channels // groups
     values = {

@@ -1,8 +1,9 @@
 """`quantized-grouped-conv-in-blocks`: on maps of up to 400 positions a quantized grouped
 Conv of 2, 4 or 8 channels a group, quantized again, keeps its QDQ form with the groups
 merged into 16-channel ones, so that onnxruntime runs one QLinearConv whose integer sums are
-the grouped layer's; larger maps, odd group counts and other widths are left to
-`grouped-conv-integer` and QLinearConv."""
+the grouped layer's; larger maps, many groups in other counts and other widths are left to
+`grouped-conv-integer` and QLinearConv. A few groups (up to 7) that cannot merge into
+16-channel ones become one dense QLinearConv on maps of up to 28x28."""
 
 from __future__ import annotations
 
@@ -62,10 +63,33 @@ def test_weights_with_a_zero_point_are_merged_with_it():
 
 
 @pytest.mark.parametrize(
+    ("channels", "groups", "size", "dense"),
+    [((24, 3, (28, 28), 24)), (40, 5, (14, 14), 40), (56, 7, (9, 11), 56), (24, 6, (8, 8), 24)],
+)
+def test_a_few_groups_off_the_block_merge_into_one_dense_qlinearconv(channels, groups, size, dense):
+    """RegNet's odd counts of 8-channel groups (and 6 of 4) have no 16-channel merge: up to
+    7 groups on a map of up to 28x28 become one dense QLinearConv."""
+    model = _model(channels, groups, size=size)
+    feeds = _feeds(model)
+    before = run_onnxruntime(model, feeds)["y"]
+    report = apply_rewrites(model)
+    assert_well_formed(model)
+    assert report.counts() == {NAME: 1}
+    assert _group(model) == 1
+    assert any(f"-> 1 of {dense}" in f.detail for f in report.fired)
+    counts = optimized_op_counts(model)
+    assert counts["QLinearConv"] == 1
+    assert counts["ConvInteger"] == 0
+    np.testing.assert_array_equal(run_onnxruntime(model, feeds)["y"], before)
+
+
+@pytest.mark.parametrize(
     ("channels", "groups", "size", "why"),
     [
         (32, 8, (21, 20), "larger map: ConvInteger measured faster"),
-        (24, 3, (8, 8), "three groups cannot merge into 16-channel ones"),
+        (24, 3, (30, 28), "three groups on a map larger than 28x28"),
+        (104, 13, (8, 8), "13 groups: dense would be 13x the work"),
+        (12, 6, (8, 8), "12 channels: too few for QLinearConv"),
         (64, 4, (8, 8), "16 channels a group already"),
         (32, 32, (8, 8), "depthwise"),
     ],

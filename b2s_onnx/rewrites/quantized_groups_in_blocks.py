@@ -1,6 +1,6 @@
 """A quantized grouped Conv of 2, 4 or 8 channels a group on a small map, quantized again ->
 the same QDQ Conv with groups merged into 16-channel ones (zero-point weights between them),
-for onnxruntime's QLinearConv.
+or a few groups into one dense Conv, for onnxruntime's QLinearConv.
 
 `grouped-conv-integer` writes such layers as ConvInteger, which beats QLinearConv's grouped
 path (one small GEMM per group) on large maps. On small maps ConvInteger's own per-group
@@ -17,10 +17,28 @@ merged QLinearConv / ConvInteger form, 1 thread (2 threads):
     128 / 2            0.49 (0.71)   0.82 (0.84)
     64 / 4                                                       1.28
 
-So maps of up to 400 output positions take this form, larger ones ConvInteger. NNCF's INT8
+So maps of up to 400 output positions take this form, larger ones ConvInteger.
+
+A group count that 16 / width does not divide (RegNet's odd counts of 8-channel groups) has
+no 16-channel merge; up to 7 groups merge into one dense QLinearConv instead (up to 7x the
+multiply-adds), from 16 channels on, on maps of up to 784 positions. Dense QLinearConv /
+ConvInteger form, 1 thread (2 threads):
+
+    channels / width (groups)   14x14         28x28         56x56
+    24 / 8 (3)                                0.61 (0.52)   0.78
+    40 / 8 (5)                                0.65 (0.48)   0.90
+    56 / 8 (7)                  0.57 (0.44)   0.77 (0.76)   1.04
+    24 / 4 (6)                  0.59          0.64 (0.51)
+    28 / 4 (7)                                0.64 (0.71)
+    104 / 8 (13)                0.78 (0.60)   1.16
+    152 / 8 (19)                1.02          1.54
+    12 / 2 (6)                                1.14
+
+NNCF's INT8
 RegNetX-200MF (random weights): the seven grouped layers of its last stage (46 groups of 8
-at 7x7) merge, 0.81x the model's time at 1 thread and 0.89x at 2; its 19 groups at 14x14
-cannot (an odd count). RegNetY-400MF: 0.95x and 0.76x.
+at 7x7) merge into 16-channel groups and its 7 groups at 28x28 into one dense Conv, 0.72x
+the model's time at 1 thread and 0.61x at 2 (the 16-channel merge alone: 0.81x, 0.89x);
+its 19 groups at 14x14 and 3 at 56x56 stay ConvInteger. RegNetY-400MF: 0.96x and 0.78x.
 
 The integer sums are those of the grouped QLinearConv; the requantization is QLinearConv's,
 as for every other quantized Conv here (see `conv-integer`).
@@ -42,6 +60,26 @@ WIDTHS = (2, 4, 8)
 #: The most output positions (height x width) for which the merged QLinearConv measured
 #: faster than ConvInteger (module doc).
 MAX_POSITIONS = 400
+#: Odd group counts: the most groups merged into one dense QLinearConv, the most output
+#: positions, and the fewest channels for which that measured faster (module doc).
+MAX_DENSE_GROUPS = 7
+MAX_DENSE_POSITIONS = 784
+MIN_DENSE_CHANNELS = 16
+
+
+def _factor(group: int, width: int, out_per_group: int, positions: int) -> int | None:
+    """How many groups to merge: into 16-channel groups on small maps, all of a few groups
+    into one dense Conv where 16 / width does not divide their count; None to leave it."""
+    factor = BLOCK // width
+    if group % factor == 0 and (out_per_group * factor) % BLOCK == 0:
+        return factor if positions <= MAX_POSITIONS else None
+    if (
+        group <= MAX_DENSE_GROUPS
+        and positions <= MAX_DENSE_POSITIONS
+        and group * width >= MIN_DENSE_CHANNELS
+    ):
+        return group
+    return None
 
 
 class QuantizedGroupsInBlocks:
@@ -63,13 +101,13 @@ class QuantizedGroupsInBlocks:
         if weights is None or weights.ndim != 4 or weights.shape[1] not in WIDTHS:
             return None
         out_channels, width = weights.shape[:2]
-        factor = BLOCK // width
-        if group % factor or out_channels % group or (out_channels // group * factor) % BLOCK:
+        if out_channels % group:
             return None
         shape = index.info(node.output[0]).shape
         if shape is None or len(shape) != 4 or not all(isinstance(d, int) for d in shape[2:]):
             return None
-        if shape[2] * shape[3] > MAX_POSITIONS:
+        factor = _factor(group, width, out_channels // group, shape[2] * shape[3])
+        if factor is None:
             return None
         dequantization = weight_dequantization(index, weights_dq, weights)
         if isinstance(dequantization, str):
