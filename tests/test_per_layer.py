@@ -70,6 +70,17 @@ def flip_sign(ctx, layer, inputs, convert):
     ctx.one("Neg", [temporary], real)
 
 
+def drop_negatives(ctx, layer, inputs, convert):
+    """A Relu after the layer: channel by channel, so a padded region stays padded."""
+    temporary, real = _redirect(ctx, layer, convert, inputs)
+    ctx.one("Relu", [temporary], real)
+
+
+def tanh_instead(ctx, layer, inputs, convert):
+    """Tanh where the layer computes another activation (a Sigmoid)."""
+    ctx.one("Tanh", [inputs[0]], ctx.tensors[(layer.id, layer.outputs[0].id)])
+
+
 def swap_height_width(ctx, layer, inputs, convert):
     temporary, real = _redirect(ctx, layer, convert, inputs)
     ctx.one("Transpose", [temporary], real, perm=[0, 1, 3, 2])
@@ -279,6 +290,48 @@ def test_a_broken_converter_is_named_on_a_generated_model(
     _assert_names_exactly(_per_layer(xml, seed=seed), layer)
 
 
+def _grouped_region_net(tmp_path: Path) -> Path:
+    """A RegNet block of 7 groups of 8 channels: `pad-channels-to-block` widens its 56
+    channels to 64 (whole extra groups) and `grouped-conv-in-blocks` merges them."""
+    x = ops.parameter([1, 24, 10, 10], np.float32, name="x")
+    widen = ops.convolution(x, _weights([56, 24, 1, 1], 5), [1, 1], [0, 0], [0, 0], [1, 1])
+    grouped = ops.group_convolution(
+        ops.relu(widen), _weights([7, 8, 8, 3, 3], 6), [1, 1], [1, 1], [1, 1], [1, 1]
+    )
+    gate = ops.sigmoid(grouped)
+    out = ops.convolution(gate, _weights([24, 56, 1, 1], 7), [1, 1], [0, 0], [0, 0], [1, 1])
+    return _save(tmp_path, [out], [x])
+
+
+@pytest.mark.parametrize(
+    ("layer_type", "breaker"),
+    [("GroupConvolution", drop_negatives), ("Sigmoid", tanh_instead)],
+)
+def test_layers_of_a_region_padded_to_whole_blocks_are_compared_on_their_channels(
+    tmp_path, monkeypatch, layer_type, breaker
+):
+    """The padded tensors carry each layer's value in their leading channels: compared
+    there, not skipped as having no counterpart, so a break inside is named."""
+    xml = _grouped_region_net(tmp_path)
+
+    def widened_types() -> set[str]:
+        conversion = convert_ir_model(xml)
+        assert conversion.rewrites.counts().get("pad-channels-to-block") == 1
+        widened = [r for r in conversion.ports if r.channels is not None]
+        assert all(r.channels == 56 for r in widened)
+        return {r.type for r in widened}
+
+    assert widened_types() >= {"ReLU", "GroupConvolution", "Sigmoid"}
+    correct = _per_layer(xml)
+    assert correct["diverged"] == 0
+    compared = {row["type"] for row in correct["layers"]}
+    assert {"GroupConvolution-1", "Sigmoid-1"} <= compared
+    layer = _only(xml, layer_type)
+    break_layer(monkeypatch, layer, breaker)
+    assert layer_type in widened_types()  # the broken layer is still in the padded region
+    _assert_names_exactly(_per_layer(xml), layer)
+
+
 def test_a_real_disagreement_is_traced_to_the_layer_where_it_starts(tmp_path):
     """OpenVINO's CPU plugin truncates integer division where the spec (and the converter)
     floors: the final output differs after more layers, and the Divide is named."""
@@ -342,6 +395,9 @@ def test_rewrites_keep_the_port_map_true():
     )
     ports.sync(helper.make_model(graph))
     assert ports[("2", 2)].status == REMOVED
+    widened = PortMap([PortRecord("4", "relu", "ReLU", "opset1", 1, "relu", TENSOR)])
+    widened.widen("relu", "relu/16ch", 12)
+    assert (widened[("4", 1)].tensor, widened[("4", 1)].channels) == ("relu/16ch", 12)
     assert ports[("3", 1)].status == CONSTANT  # a folded value stays the layer's value
 
 

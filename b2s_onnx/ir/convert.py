@@ -602,6 +602,9 @@ def convert_ir_model(
     prove(_with_zero_stubs(lowered.model, late), conversion_blame(order, xml, weights.path))
     kept = [f"{layer.type}-{layer.version} '{layer.name}'" for layer in unsupported]
     ports = build_port_map(ir, order, ctx.tensors, ctx.constants)
+    # A widened tensor's leading channels are still the layer's output.
+    for tensor, (wide, channels) in rewrites.widened.items():
+        ports.widen(tensor, wide, channels)
     # A rewritten tensor is gone, or (atrous fusion) keeps its name for another value: no
     # longer the layer's output either way.
     for tensor, into in rewrites.absorbed.items():

@@ -46,6 +46,9 @@ class PortRecord:
     status: str
     #: For ``fused``: the node that now computes this value internally.
     into: str | None = None
+    #: When ``tensor`` carries the value padded with zero channels (axis 1, a rewrite
+    #: widened it to whole blocks): the port's own channel count, its leading channels.
+    channels: int | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -87,6 +90,13 @@ class PortMap:
         for record in self.by_tensor(old):
             self._records[record.key] = replace(record, tensor=new)
 
+    def widen(self, old: str, new: str, channels: int) -> None:
+        """A rewrite now carries tensor ``old`` as the first ``channels`` channels of
+        ``new``, padded with zero channels."""
+        for record in self.by_tensor(old):
+            if record.status == TENSOR:
+                self._records[record.key] = replace(record, tensor=new, channels=channels)
+
     def fuse(self, tensor: str, into: str) -> None:
         """A rewrite removed ``tensor``: node ``into`` computes its value internally."""
         for record in self.by_tensor(tensor):
@@ -124,6 +134,7 @@ class PortMap:
                 "tensor": r.tensor,
                 "status": r.status,
                 "into": r.into,
+                "channels": r.channels,
             }
             for r in self
         ]

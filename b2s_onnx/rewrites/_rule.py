@@ -40,11 +40,15 @@ class RewriteReport:
     fired: list[Fired] = field(default_factory=list)
     declined: list[Declined] = field(default_factory=list)
     absorbed: dict[str, str] = field(default_factory=dict)
+    #: Tensors now carried with extra zero channels (axis 1) by another tensor: old name ->
+    #: (new name, the old channel count), so per-layer comparisons can still compare them.
+    widened: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def extend(self, other: RewriteReport) -> None:
         self.fired.extend(other.fired)
         self.declined.extend(other.declined)
         self.absorbed.update(other.absorbed)
+        self.widened.update(other.widened)
 
     def inexact(self) -> list[Fired]:
         """The rewrites that fired and may change float rounding (``exact`` False)."""

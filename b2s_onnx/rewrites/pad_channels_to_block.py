@@ -374,6 +374,7 @@ class PadChannelsToBlock:
             padded = _padded(region.channels)
             for tensor in sorted(region.tensors):
                 renamed[tensor] = index.names.fresh(f"{tensor}/{padded}ch")
+                report.widened[tensor] = (renamed[tensor], region.channels)
             for node in region.nodes():
                 originals[id(node)] = node
                 if id(node) not in edits:
