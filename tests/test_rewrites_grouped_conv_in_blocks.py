@@ -104,6 +104,20 @@ def test_more_outputs_than_inputs_a_group():
     _close(rewritten, model)
 
 
+@pytest.mark.parametrize(
+    "attributes",
+    [{"dilations": [2, 2], "pads": [2, 2, 2, 2]}, {"auto_pad": "SAME_UPPER", "strides": [2, 2]}],
+)
+def test_spatial_attributes_are_kept(attributes):
+    rng = np.random.default_rng(3)
+    constants = {"w": rng.uniform(-1, 1, (64, 8, 3, 3)).astype(np.float32)}
+    node = helper.make_node("Conv", ["x", "w"], ["y"], name="grouped", group=8, **attributes)
+    model = onnx.shape_inference.infer_shapes(float_model([node], constants, [1, 64, 11, 9]))
+    report, rewritten = _rewritten(model)
+    assert _fired(report) == ["8 groups of 8 channels -> 4 of 16"]
+    _close(rewritten, model)
+
+
 def test_without_a_bias():
     model = _grouped(64, 8, bias=False)
     report, rewritten = _rewritten(model)
