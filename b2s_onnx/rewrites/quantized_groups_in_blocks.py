@@ -34,11 +34,11 @@ ConvInteger form, 1 thread (2 threads):
     152 / 8 (19)                1.02          1.54
     12 / 2 (6)                                1.14
 
-NNCF's INT8
-RegNetX-200MF (random weights): the seven grouped layers of its last stage (46 groups of 8
-at 7x7) merge into 16-channel groups and its 7 groups at 28x28 into one dense Conv, 0.72x
-the model's time at 1 thread and 0.61x at 2 (the 16-channel merge alone: 0.81x, 0.89x);
-its 19 groups at 14x14 and 3 at 56x56 stay ConvInteger. RegNetY-400MF: 0.96x and 0.78x.
+NNCF's INT8 RegNetX-200MF (random weights): the seven grouped layers of its last stage (46
+groups of 8 at 7x7) merge into 16-channel groups and its 7 groups at 28x28 into one dense
+Conv, 0.72x the model's time at 1 thread and 0.61x at 2 (the 16-channel merge alone: 0.81x,
+0.89x); its 19 groups at 14x14 and 3 at 56x56 stay ConvInteger. RegNetY-400MF: 0.96x and
+0.78x.
 
 The integer sums are those of the grouped QLinearConv; the requantization is QLinearConv's,
 as for every other quantized Conv here (see `conv-integer`).
