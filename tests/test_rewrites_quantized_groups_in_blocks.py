@@ -3,7 +3,8 @@ Conv of 2, 4 or 8 channels a group, quantized again, keeps its QDQ form with the
 merged into 16-channel ones, so that onnxruntime runs one QLinearConv whose integer sums are
 the grouped layer's; larger maps, many groups in other counts and other widths are left to
 `grouped-conv-integer` and QLinearConv. A few groups (up to 7) that cannot merge into
-16-channel ones become one dense QLinearConv on maps of up to 28x28."""
+16-channel ones become one dense QLinearConv on maps of up to 28x28; pairs of 24-channel
+groups merge into 48-channel ones on any map."""
 
 from __future__ import annotations
 
@@ -45,6 +46,23 @@ def test_narrow_groups_on_a_small_map_merge_into_one_qlinearconv(
     assert counts["QLinearConv"] == 1
     assert counts["ConvInteger"] == 0
     # The same integer sums and QLinearConv's own requantization: the same bytes.
+    np.testing.assert_array_equal(run_onnxruntime(model, feeds)["y"], before)
+
+
+@pytest.mark.parametrize("size", [(7, 7), (30, 28)])
+def test_pairs_of_24_channel_groups_merge_on_any_map(size):
+    """Groups of 24 run as QLinearConv's grouped path either way; pairs merged into 48
+    channels measured faster from 7x7 to 56x56."""
+    model = _model(96, 4, size=size)
+    feeds = _feeds(model)
+    before = run_onnxruntime(model, feeds)["y"]
+    report = apply_rewrites(model)
+    assert_well_formed(model)
+    assert [f.detail.split(" at ")[0] for f in report.fired] == [
+        "4 groups of 24 channels -> 2 of 48"
+    ]
+    assert _group(model) == 2
+    assert optimized_op_counts(model)["QLinearConv"] == 1
     np.testing.assert_array_equal(run_onnxruntime(model, feeds)["y"], before)
 
 
@@ -91,6 +109,8 @@ def test_a_few_groups_off_the_block_merge_into_one_dense_qlinearconv(channels, g
         (104, 13, (8, 8), "13 groups: dense would be 13x the work"),
         (12, 6, (8, 8), "12 channels: too few for QLinearConv"),
         (64, 4, (8, 8), "16 channels a group already"),
+        (120, 5, (8, 8), "five groups of 24: no pairs"),
+        (96, 8, (8, 8), "12 channels a group"),
         (32, 32, (8, 8), "depthwise"),
     ],
 )

@@ -1,6 +1,7 @@
 """A quantized grouped Conv of 2, 4 or 8 channels a group on a small map, quantized again ->
 the same QDQ Conv with groups merged into 16-channel ones (zero-point weights between them),
-or a few groups into one dense Conv, for onnxruntime's QLinearConv.
+or a few groups into one dense Conv, for onnxruntime's QLinearConv; pairs of 24-channel
+groups into 48-channel ones on any map.
 
 `grouped-conv-integer` writes such layers as ConvInteger, which beats QLinearConv's grouped
 path (one small GEMM per group) on large maps. On small maps ConvInteger's own per-group
@@ -18,6 +19,11 @@ merged QLinearConv / ConvInteger form, 1 thread (2 threads):
     64 / 4                                                       1.28
 
 So maps of up to 400 output positions take this form, larger ones ConvInteger.
+
+Groups of 24 channels do not take ConvInteger (`grouped-conv-integer` stops at 8): they run
+as QLinearConv's grouped path, and pairs of them merged into 48-channel groups took 0.61-0.88x
+its time at 1 thread and 0.71-0.96x at 2, from 48 channels at 56x56 to 1008 at 7x7 (RegNet
+stage shapes), so they merge on maps of any size.
 
 A group count that 16 / width does not divide (RegNet's odd counts of 8-channel groups) has
 no 16-channel merge; up to 7 groups merge into one dense QLinearConv instead (up to 7x the
@@ -53,10 +59,12 @@ from b2s_onnx.rewrites._dequantized import weight_dequantization
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Fired, RewriteReport
 from b2s_onnx.rewrites.few_channels_conv_integer import quantized_again_operands
-from b2s_onnx.rewrites.grouped_conv_in_blocks import BLOCK, merged_weights, regrouped
+from b2s_onnx.rewrites.grouped_conv_in_blocks import BLOCK, FACTORS, merged_weights, regrouped
 
-#: Input channels a group that merge into whole 16-channel groups.
-WIDTHS = (2, 4, 8)
+#: Input channels a group that merge into whole 16-channel groups (which would otherwise
+#: run as ConvInteger), and 24, whose pairs merge into 48-channel groups (which would
+#: otherwise run as a grouped QLinearConv).
+WIDTHS = (2, 4, 8, 24)
 #: The most output positions (height x width) for which the merged QLinearConv measured
 #: faster than ConvInteger (module doc).
 MAX_POSITIONS = 400
@@ -65,14 +73,20 @@ MAX_POSITIONS = 400
 MAX_DENSE_GROUPS = 7
 MAX_DENSE_POSITIONS = 784
 MIN_DENSE_CHANNELS = 16
+#: The wide group width whose pairs merge on maps of any size.
+WIDE = 24
 
 
 def _factor(group: int, width: int, out_per_group: int, positions: int) -> int | None:
     """How many groups to merge: into 16-channel groups on small maps, all of a few groups
     into one dense Conv where 16 / width does not divide their count; None to leave it."""
-    factor = BLOCK // width
+    factor = FACTORS[width]
     if group % factor == 0 and (out_per_group * factor) % BLOCK == 0:
-        return factor if positions <= MAX_POSITIONS else None
+        # The alternative for 24-wide groups is QLinearConv's own grouped path, slower on
+        # every map measured; for the narrow ones ConvInteger, faster on large maps.
+        return factor if width == WIDE or positions <= MAX_POSITIONS else None
+    if width == WIDE:
+        return None
     if (
         group <= MAX_DENSE_GROUPS
         and positions <= MAX_DENSE_POSITIONS
