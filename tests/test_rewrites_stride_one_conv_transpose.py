@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import helper
 
+from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.stride_one_conv_transpose import StrideOneConvTranspose
 from tests.helpers import assert_well_formed, float_model
@@ -36,9 +36,7 @@ def _model(
 
 
 def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
-    options = ort.SessionOptions()
-    options.log_severity_level = 4
-    return ort.InferenceSession(model.SerializeToString(), options).run(None, {"x": x})[0]
+    return run_onnxruntime(model, {"x": x})[model.graph.output[0].name]
 
 
 def _check(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -205,18 +205,19 @@ def check_ir(
     start = time.perf_counter()
     step("running the reference")
     detail = ""
+
+    def openvino_outputs(config: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
+        weights = None if bin_path is None else Path(bin_path)
+        return run_isolated(
+            _run_openvino, Path(xml_path), weights, dict(feeds), list(names), config
+        )
+
     if reference == "openvino":
         if not openvino_available():
             raise B2SError(
                 "--reference openvino needs the openvino package (pip install 'b2s-onnx[openvino]')"
             )
-        expected = run_isolated(
-            _run_openvino,
-            Path(xml_path),
-            None if bin_path is None else Path(bin_path),
-            dict(feeds),
-            list(names),
-        )
+        expected = openvino_outputs()
         label = "openvino-cpu"
         detail = "OpenVINO's CPU plugin, INFERENCE_PRECISION_HINT=f32"
     elif reference == "onnx":
@@ -242,20 +243,13 @@ def check_ir(
         def revise(reports: list[OutputReport], actual: Mapping[str, np.ndarray]) -> None:
             widen_by_scale(reports, expected, actual)
 
-    if reference == "openvino" and quantized and _not_given(atol):
+    elif reference == "openvino" and quantized and _not_given(atol):
 
         def revise(reports: list[OutputReport], actual: Mapping[str, np.ndarray]) -> None:
             step("running OpenVINO's float simulation")
             began = time.perf_counter()
             try:
-                simulated = run_isolated(
-                    _run_openvino,
-                    Path(xml_path),
-                    None if bin_path is None else Path(bin_path),
-                    dict(feeds),
-                    list(names),
-                    FLOAT_SIMULATION_CONFIG,
-                )
+                simulated = openvino_outputs(FLOAT_SIMULATION_CONFIG)
             except B2SError:
                 return  # no second opinion: the outputs keep their verdict
             finally:

@@ -35,6 +35,7 @@ import onnxruntime as ort
 from onnx import helper
 
 from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
+from b2s_onnx.rewrites._depth_to_space import depth_to_space_in_stages
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 from b2s_onnx.rewrites.conv_into_upsampling import _activation, _ints, _per_channel
@@ -145,30 +146,8 @@ def interleave_phases(
             )
         ]
     n, height, width = phase_shape
-    fresh = index.names.fresh
-    split, columns, rows_, moved = (
-        fresh(f"{name}/{part}") for part in ("split", "columns", "rows", "moved")
-    )
-
-    def shape_of(*dims: int) -> str:
-        return index.add_initializer(f"{name}/shape", np.asarray(dims, np.int64))
-
-    return [
-        helper.make_node(
-            "Reshape", [joined, shape_of(n, block, block, channels, height, width)], [split]
-        ),
-        helper.make_node("Transpose", [split], [columns], perm=[0, 1, 3, 4, 5, 2]),
-        helper.make_node(
-            "Reshape", [columns, shape_of(n, block, channels, height, block * width)], [rows_]
-        ),
-        helper.make_node("Transpose", [rows_], [moved], perm=[0, 2, 3, 1, 4]),
-        helper.make_node(
-            "Reshape",
-            [moved, shape_of(n, channels, block * height, block * width)],
-            [final],
-            name=name,
-        ),
-    ]
+    shape = (n, channels, block * height, block * width)
+    return depth_to_space_in_stages(index, joined, final, name, "DCR", block, shape)
 
 
 def activated(

@@ -28,6 +28,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._depth_to_space import depth_to_space_in_stages
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._per_channel import channel_vector
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -124,25 +125,7 @@ def _depth_to_space(
                 "DepthToSpace", [wide], [final], name=node.name, blocksize=block, mode="CRD"
             )
         ]
-    n, c, height, width = shape
-    h, w = height // block, width // block
-    fresh = index.names.fresh
-    split, interleaved, rows, moved = (
-        fresh(f"{node.name}/{part}") for part in ("split", "interleaved", "rows", "moved")
-    )
-
-    def shape_of(*dims: int) -> str:
-        return index.add_initializer(f"{node.name}/shape", np.asarray(dims, np.int64))
-
-    return [
-        helper.make_node("Reshape", [wide, shape_of(n, c, block, block, h, w)], [split]),
-        helper.make_node("Transpose", [split], [interleaved], perm=[0, 1, 2, 4, 5, 3]),
-        helper.make_node("Reshape", [interleaved, shape_of(n, c, block, h, width)], [rows]),
-        helper.make_node("Transpose", [rows], [moved], perm=[0, 1, 3, 2, 4]),
-        helper.make_node(
-            "Reshape", [moved, shape_of(n, c, height, width)], [final], name=node.name
-        ),
-    ]
+    return depth_to_space_in_stages(index, wide, final, node.name, "CRD", block, tuple(shape))
 
 
 class ConvIntoUpsampling:
