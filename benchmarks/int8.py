@@ -188,6 +188,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--statistic", choices=("median", "best"), default="median")
+    parser.add_argument(
+        "--only", nargs="+", default=None, help="only models whose name contains one of these"
+    )
     args = parser.parse_args()
     print(f"CPU: {isa_flags()}")
     models = {p.name: (p / "int8.xml", p / "float.xml") for p in sorted(MODELS.iterdir())}
@@ -198,6 +201,8 @@ def main() -> None:
             if (CORPUS / n / "model.xml").is_file()
         }
     )
+    if args.only:
+        models = {n: v for n, v in models.items() if any(part in n for part in args.only)}
     rows = []
     for threads in args.threads:
         with tempfile.TemporaryDirectory() as folder:

@@ -230,6 +230,39 @@ def grouped_stage(x):
     return conv(block(block(x, 64, 1), 128, 2), 16, gain=0.5, relu=False)
 
 
+def crelu_block(x):
+    """PVANet-style CReLU (OpenVINO's person-attributes models): a convolution's output
+    joined with its negation, a per-channel scale and shift (a BatchNorm), ReLU; in a 7x7/2
+    stem and in two residual blocks (1x1, 3x3 CReLU, 1x1). Its own generator, so
+    regenerating it alone gives the same network. Weights small enough (0.7 / sqrt(fan-in))
+    that `check` passes with a wide margin on any input distribution it draws."""
+    rng = np.random.default_rng(2027)
+
+    def conv(y, out, kernel=1, stride=1, relu=True):
+        channels = _channels(y)
+        scale = 0.7 * np.sqrt(1 / (channels * kernel * kernel))
+        weights = (rng.standard_normal([out, channels, kernel, kernel]) * scale).astype(np.float32)
+        pad = [kernel // 2] * 2
+        y = ops.convolution(y, ops.constant(weights), [stride] * 2, pad, pad, [1, 1])
+        y = ops.add(y, ops.constant((rng.standard_normal([1, out, 1, 1]) * 0.1).astype(np.float32)))
+        return ops.relu(y) if relu else y
+
+    def crelu(y):
+        both = ops.concat([y, ops.negative(y)], 1)
+        shape = [1, 2 * _channels(y), 1, 1]
+        scale = rng.uniform(0.8, 1.2, shape).astype(np.float32)
+        shift = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        return ops.relu(ops.add(ops.multiply(both, ops.constant(scale)), ops.constant(shift)))
+
+    def block(y, mid):
+        body = conv(crelu(conv(conv(y, mid), mid, 3, relu=False)), _channels(y), relu=False)
+        return ops.relu(ops.add(body, y))
+
+    x = crelu(conv(x, 16, 7, 2, relu=False))
+    x = ov.opset1.max_pool(x, [2, 2], [1, 1], [1, 1], [3, 3], "ceil")
+    return conv(block(block(x, 24), 24), 16, relu=False)
+
+
 NETWORKS: dict[str, Callable] = {
     "conv_stack": conv_stack,
     "depthwise_separable": depthwise_separable,
@@ -243,6 +276,7 @@ NETWORKS: dict[str, Callable] = {
     "hard_swish_block": hard_swish_block,
     "yolo_tiny": yolo_tiny,
     "grouped_stage": grouped_stage,
+    "crelu_block": crelu_block,
 }
 SHAPE = [1, 3, 128, 128]
 #: Networks whose input is not an image: [1, sequence length, width].

@@ -226,6 +226,8 @@ EXPECTED_INTEGER = {
     "yolo_tiny": 11,
     # Its grouped layers too: ConvInteger at 32x32, a merged QLinearConv at 16x16.
     "grouped_stage": 10,
+    # Its CReLU layers (a convolution joined with its negation) as QLinearConvs.
+    "crelu_block": 8,
 }
 
 

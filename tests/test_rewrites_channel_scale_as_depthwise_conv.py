@@ -23,9 +23,11 @@ SHAPE = [1, 6, 9, 11]
 OUTPUT_SCALE = 0.0311
 
 
-def _model(scale_shape=(1, 6, 1, 1), output="per-tensor", reader="QuantizeLinear"):
-    """x -> Q -> DQ -> Mul(a) -> [Q -> DQ | reader] -> y; ``a`` has negative entries and a
-    zero (scales as a real network has them: rounding ties are rare)."""
+def _model(
+    scale_shape=(1, 6, 1, 1), output="per-tensor", reader="QuantizeLinear", shift_shape=None
+):
+    """x -> Q -> DQ -> Mul(a) -> [Add(b)] -> [Q -> DQ | reader] -> y; ``a`` has negative
+    entries and a zero (scales as a real network has them: rounding ties are rare)."""
     a = np.random.default_rng(7).uniform(-1.5, 2.5, int(np.prod(scale_shape)))
     a = a.astype(np.float32)
     if a.size > 1:
@@ -44,6 +46,11 @@ def _model(scale_shape=(1, 6, 1, 1), output="per-tensor", reader="QuantizeLinear
         helper.make_node("DequantizeLinear", ["q", "s", "z"], ["d"]),
         helper.make_node("Mul", ["d", "a"], ["m"], name="scale"),
     ]
+    if shift_shape is not None:
+        shift = np.random.default_rng(8).uniform(-0.7, 0.7, int(np.prod(shift_shape)))
+        values["b"] = shift.astype(np.float32).reshape(shift_shape)
+        nodes.append(helper.make_node("Add", ["m", "b"], ["shifted"], name="shift"))
+        nodes[-2].output[0], nodes[-1].input[0], nodes[-1].output[0] = "m0", "m0", "m"
     if reader == "QuantizeLinear":
         nodes += [
             helper.make_node("QuantizeLinear", ["m", "ys", "yz"], ["mq"], **axis),
@@ -97,6 +104,32 @@ def test_a_channel_scale_between_quantizations_becomes_one_qlinearconv():
     difference = np.abs(after - before)
     assert difference.max() <= OUTPUT_SCALE * 1.001
     assert np.mean(difference > OUTPUT_SCALE / 2) < 0.01
+
+
+def test_a_channel_scale_and_shift_become_one_qlinearconv_with_a_bias():
+    """A BatchNorm between quantizations (after a quantized CReLU): the shift is the Conv's
+    bias, which onnxruntime adds on the sums' grid; weights of 64 keep that grid fine."""
+    model = _model(shift_shape=(1, 6, 1, 1))
+    report, rewritten = _rewritten(model)
+    assert [(f.rewrite, f.detail) for f in report.fired] == [(NAME, "6 channels, with a shift")]
+    fused = collections.Counter(n.op_type for n in optimized_graph(rewritten).node)
+    assert fused["QLinearConv"] == 1
+    assert fused["Mul"] == 0
+    assert fused["Add"] == 0
+    feeds = {"x": (np.random.default_rng(0).standard_normal(SHAPE) * 3).astype(np.float32)}
+    # Unfused: x * a[c] + b[c] in one Conv, within a rounding of the Mul and the Add.
+    np.testing.assert_allclose(_unfused(rewritten, feeds), _unfused(model, feeds), atol=1e-6)
+    before, after = run_onnxruntime(model, feeds)["y"], run_onnxruntime(rewritten, feeds)["y"]
+    difference = np.abs(after - before)
+    assert difference.max() <= OUTPUT_SCALE * 1.001
+    assert np.mean(difference > OUTPUT_SCALE / 2) < 0.01
+
+
+def test_a_shift_along_another_axis_keeps_the_scale_as_it_was():
+    """A shift that varies along the width is no bias: the Mul stays, read by the Add."""
+    report, rewritten = _rewritten(_model(shift_shape=(1, 1, 1, 11)))
+    assert not report.fired
+    assert [n.op_type for n in rewritten.graph.node].count("Add") == 1
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from b2s_onnx.rewrites.conv_bias import ConvBias
 from b2s_onnx.rewrites.conv_integer import ConvIntegerUnquantizedOutput
 from b2s_onnx.rewrites.conv_into_upsampling import ConvIntoUpsampling
 from b2s_onnx.rewrites.conv_on_branches import ConvOnBranches
+from b2s_onnx.rewrites.crelu_as_stacked_conv import CReluAsStackedConv
 from b2s_onnx.rewrites.dequantize_after_movement import DequantizeAfterMovement
 from b2s_onnx.rewrites.elementwise_in_chunks import ElementwiseInChunks
 from b2s_onnx.rewrites.elu_as_exponential import EluAsExponential
@@ -101,6 +102,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ConcatBeforeDequantize(),
     # Again: a Concat of the integers now dequantized once may feed a MaxPool.
     DequantizeAfterMovement(),
+    # After: the Concat of a quantized CReLU's two halves joins their bytes by then.
+    CReluAsStackedConv(),
     MatMulBiasVector(),
     PerChannelOutputIntoWeights(),
     PointwiseConvOnAPoint(),
