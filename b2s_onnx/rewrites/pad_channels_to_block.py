@@ -1,6 +1,7 @@
 """Narrow tensors between convolutions (8 to 15 channels; 17 to 47 around a depthwise
-convolution or in a squeeze; any width around a grouped convolution of narrow groups) ->
-the same tensors padded with zero channels to whole blocks of onnxruntime's blocked layout.
+convolution or in a squeeze; any width around a grouped convolution of narrow groups or,
+quantized, around a depthwise one) -> the same tensors padded with zero channels to whole
+blocks of onnxruntime's blocked layout.
 
 onnxruntime runs 2-D convolutions in a blocked layout (16 channels per block with AVX-512),
 padding a partial block itself; but its depthwise convolutions, pools and Adds need whole
@@ -40,8 +41,20 @@ Slice around it (in a network the neighbouring convolutions absorb them), 1 thre
 channels 0.84x the time, 56 0.83x, 152 0.75x. Padding 24-channel groups (to 48-channel
 multiples: 120 -> 144) measured 1.18x, so only widths dividing the block count.
 
-Not bit-exact: a convolution may sum over more input channels in another order (within
-float rounding; a zero sum may change sign). A non-finite value reaching a padded
+Quantized regions (QDQ convolutions on 8-bit weights, values through per-tensor
+QuantizeLinear/DequantizeLinear) are padded too, when they hold a depthwise convolution:
+onnxruntime's depthwise QLinearConv kernel is slow on a partial block where its dense one is
+not. Measured 1 thread, a QDQ bottleneck (1x1 reduce, depthwise 3x3, 1x1 expand), medians of
+30 interleaved runs, padded / as it was: 8 -> 16 channels 0.75-0.80x (256x448 to 64x112),
+12 -> 16 0.53x, 24 -> 32 0.79x, 40 -> 48 0.65x, 56 -> 64 0.63x; 2 threads 0.80-0.85x;
+without the depthwise convolution (a 3x3 in its place) 0.89-1.13x, so those are left alone.
+NNCF-quantized road-segmentation-adas-0001 (20 regions of 8, 24 and 40 channels): 0.84x the
+time at 1 thread, 0.87x at 2; ppocrv3-det 0.95x. The extra filters' integers are their zero
+points (scale 1), so they dequantize to zero, and every real channel keeps its integer sums:
+bit-exact there.
+
+Not bit-exact for float regions: a convolution may sum over more input channels in another
+order (within float rounding; a zero sum may change sign). A non-finite value reaching a padded
 convolution makes NaN in its extra channels, which a reading convolution spreads into real
 ones, as onnxruntime's own padding of a partial block does. On AVX2 (8 per block) the
 padded region still holds whole blocks.
@@ -54,7 +67,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from b2s_onnx.rewrites._blocked_layout import BLOCK, channels
+from b2s_onnx.rewrites._blocked_layout import BLOCK
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
@@ -105,6 +118,20 @@ class _Region:
     def nodes(self) -> list[onnx.NodeProto]:
         return [*self.producers.values(), *self.readers.values(), *self.inner.values()]
 
+    @property
+    def quantized(self) -> bool:
+        """Whether the region's values pass through QuantizeLinear/DequantizeLinear."""
+        return any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in self.inner.values())
+
+
+def _channel_count(index: GraphIndex, name: str) -> int | None:
+    """The static channel count of a 4-D float32 tensor or of its 8-bit quantized bytes."""
+    info = index.info(name)
+    kinds = (onnx.TensorProto.FLOAT, onnx.TensorProto.UINT8, onnx.TensorProto.INT8)
+    if info.elem_type not in kinds or info.shape is None or len(info.shape) != 4:
+        return None
+    return info.shape[1]
+
 
 def _float_weights(index: GraphIndex, node: onnx.NodeProto) -> np.ndarray | None:
     """A 2-D Conv's constant float32 filters (its bias too, when it has
@@ -114,25 +141,84 @@ def _float_weights(index: GraphIndex, node: onnx.NodeProto) -> np.ndarray | None
     weights = index.weight(node.input[1])
     if weights is None or weights.dtype != np.float32 or weights.ndim != 4:
         return None
-    if len(node.input) > 2 and node.input[2]:
-        bias = index.weight(node.input[2])
-        if bias is None or bias.shape != (weights.shape[_AXES[node.op_type][0]],):
-            return None
+    if not _constant_bias(index, node, weights.shape[_AXES[node.op_type][0]]):
+        return None
     return weights
 
 
+def _constant_bias(index: GraphIndex, node: onnx.NodeProto, count: int) -> bool:
+    if len(node.input) > 2 and node.input[2]:
+        bias = index.weight(node.input[2])
+        return bias is not None and bias.shape == (count,)
+    return True
+
+
+@dataclass(frozen=True)
+class _Quantized:
+    """A QDQ Conv's filters: 8-bit integers with one scale and zero point per output channel
+    (or one for all), dequantized by ``dequantize`` for the Conv."""
+
+    values: np.ndarray
+    scale: np.ndarray
+    zero: np.ndarray
+    dequantize: onnx.NodeProto | None
+
+
+def _quantized_filters(index: GraphIndex, node: onnx.NodeProto) -> _Quantized | None:
+    """A 2-D Conv's constant 8-bit filters behind a DequantizeLinear (per tensor, or per
+    output channel) with a constant float32 bias, else None."""
+    if node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+        return None
+    dq = index.produced_by(node.input[1], "DequantizeLinear")
+    q = index.constant(dq.input[0]) if dq is not None else None
+    if q is None or q.dtype not in (np.int8, np.uint8) or q.ndim != 4:
+        return None
+    scale = index.constant(dq.input[1])
+    zero = (
+        index.constant(dq.input[2]) if len(dq.input) > 2 and dq.input[2] else np.zeros((), q.dtype)
+    )
+    if scale is None or zero is None or scale.dtype != np.float32:
+        return None
+    count = q.shape[0]
+    if any(v.size not in (1, count) for v in (scale, zero)):
+        return None
+    if max(scale.size, zero.size) > 1 and int(index.attribute(dq, "axis", 1)) % 4 != 0:
+        return None
+    if not _constant_bias(index, node, count):
+        return None
+    return _Quantized(q, scale, zero, dq)
+
+
+def _filter_shape(index: GraphIndex, node: onnx.NodeProto) -> tuple[int, ...] | None:
+    """The shape of a 2-D Conv's constant filters, float or quantized, else None."""
+    weights = _float_weights(index, node)
+    if weights is not None:
+        return weights.shape
+    quantized = _quantized_filters(index, node)
+    return quantized.values.shape if quantized is not None else None
+
+
 def _is_full_conv(index: GraphIndex, node: onnx.NodeProto) -> bool:
-    return int(index.attribute(node, "group", 1)) == 1 and _float_weights(index, node) is not None
+    return int(index.attribute(node, "group", 1)) == 1 and _filter_shape(index, node) is not None
 
 
 def _is_depthwise(index: GraphIndex, node: onnx.NodeProto, count: int) -> bool:
-    weights = _float_weights(index, node)
+    shape = _filter_shape(index, node)
     return (
-        weights is not None
+        shape is not None
         and node.op_type == "Conv"
         and int(index.attribute(node, "group", 1)) == count
-        and weights.shape[:2] == (count, 1)
+        and shape[:2] == (count, 1)
     )
+
+
+def _is_quantizer(index: GraphIndex, node: onnx.NodeProto) -> bool:
+    """A QuantizeLinear or DequantizeLinear with one constant scale and zero point: it maps
+    each channel alone, zero channels to zero points and back to zero."""
+    if node.op_type not in ("QuantizeLinear", "DequantizeLinear") or len(node.input) < 3:
+        return False
+    values = [index.constant(name) for name in node.input[1:3]]
+    return all(v is not None and v.size == 1 for v in values)
 
 
 def _is_narrow_grouped(index: GraphIndex, node: onnx.NodeProto, count: int) -> bool:
@@ -185,13 +271,14 @@ class _Walk:
         """The region ``seed``'s output belongs to, a reason it cannot be widened, or None
         when it fills whole blocks or is no tensor between convolutions at all."""
         index = self.index
-        count = channels(index, seed.output[0])
+        count = _channel_count(index, seed.output[0])
         if count is None or count % BLOCK == 0 or seed.output[0] in self.refused:
             return None
         if _padded(count) > _MAX_GROWTH * count:
             return None
         found = self._grow(seed, count)
-        if count > _WIDE_LIMIT and not (isinstance(found, _Region) and self._narrow_groups(found)):
+        kept = isinstance(found, _Region) and (self._narrow_groups(found) or found.quantized)
+        if count > _WIDE_LIMIT and not kept:
             # Wider regions are widened only for a narrow grouped convolution; they are
             # walked only to find one, so what stops the walk is no news either.
             self.refused.update(self.walked)
@@ -209,14 +296,14 @@ class _Walk:
                 continue
             if tensor in index.graph_outputs or not index.can_rename(tensor):
                 return "a tensor of the region is a graph output or read by a subgraph"
-            if channels(index, tensor) != count:
+            if _channel_count(index, tensor) != count:
                 return None
             region.tensors.add(tensor)
             producer = index.producer.get(tensor)
             if producer is None:
                 return None
             if _is_full_conv(index, producer):
-                if _float_weights(index, producer).shape[0] != count:
+                if _filter_shape(index, producer)[0] != count:
                     return None  # declared shapes and weights disagree: leave it be
                 region.producers[id(producer)] = producer
             elif self._inner(producer, count):
@@ -228,7 +315,7 @@ class _Walk:
                 if _is_full_conv(index, reader) and list(reader.input).count(tensor) == 1:
                     if reader.input[0] != tensor:
                         return None
-                    if _float_weights(index, reader).shape[1] != count:
+                    if _filter_shape(index, reader)[1] != count:
                         return None
                     region.readers[id(reader)] = reader
                 elif self._inner(reader, count):
@@ -239,6 +326,11 @@ class _Walk:
                     return f"{reader.op_type} '{reader.name}' reads the channels as they are"
         if not region.readers:
             return None  # nothing reads the channels back: padding would only add work
+        if region.quantized:
+            # onnxruntime's QLinearConv takes any channel count alike but in its depthwise
+            # kernel, which a partial block slows (module doc).
+            depthwise = any(node.op_type == "Conv" for node in region.inner.values())
+            return region if depthwise else None
         if all(self._folded(node) for node in region.inner.values()):
             return None  # onnxruntime folds all of them into the convolutions
         if count > BLOCK and not self._needs_whole_blocks(region):
@@ -263,8 +355,10 @@ class _Walk:
 
     def _data_inputs(self, node: onnx.NodeProto) -> list[str]:
         op = node.op_type
-        if op in ("Conv", "BatchNormalization", "Resize") or op in _UNARY + _SPATIAL_REDUCTIONS:
+        if op in ("Conv", "BatchNormalization", "Resize", "QuantizeLinear", "DequantizeLinear"):
             return [node.input[0]]  # the others are parameters
+        if op in _UNARY + _SPATIAL_REDUCTIONS:
+            return [node.input[0]]
         return [name for name in node.input if name and self.index.constant(name) is None]
 
     def _inner(self, node: onnx.NodeProto, count: int) -> bool:
@@ -276,6 +370,8 @@ class _Walk:
         op = node.op_type
         if op == "Conv":
             return _is_depthwise(index, node, count) or _is_narrow_grouped(index, node, count)
+        if op in ("QuantizeLinear", "DequantizeLinear"):
+            return _is_quantizer(index, node)
         if op in _UNARY:
             if op == "Clip":
                 return all(not name or index.constant(name) is not None for name in node.input[1:])
@@ -369,6 +465,9 @@ class PadChannelsToBlock:
     def _widen(self, index: GraphIndex, regions: list[_Region], report: RewriteReport) -> None:
         edits: dict[int, onnx.NodeProto] = {}
         originals: dict[int, onnx.NodeProto] = {}
+        #: The quantized filters of QDQ Convs as padded so far (a Conv reading one region and
+        #: producing another is padded twice), written as one DequantizeLinear at the end.
+        quantized: dict[int, _Quantized] = {}
         renamed: dict[str, str] = {}
         for region in regions:
             padded = _padded(region.channels)
@@ -379,20 +478,32 @@ class PadChannelsToBlock:
                 originals[id(node)] = node
                 if id(node) not in edits:
                     edits[id(node)] = _copy(node)
+                filters = _quantized_filters(index, node) if node.op_type == "Conv" else None
+                if filters is not None and id(node) not in quantized:
+                    quantized[id(node)] = filters
             for node in region.producers.values():
-                _pad_filters(index, edits[id(node)], node, region.channels, padded, out=True)
+                _pad_filters(index, edits[id(node)], node, region, quantized, out=True)
             for node in region.readers.values():
-                _pad_filters(index, edits[id(node)], node, region.channels, padded, out=False)
+                _pad_filters(index, edits[id(node)], node, region, quantized, out=False)
             for node in region.inner.values():
-                _pad_inner(index, edits[id(node)], node, region.channels, padded)
-        index.claim(list(originals.values()))
+                _pad_inner(index, edits[id(node)], node, region, quantized)
+        feeders = {
+            key: index.sole_feeders(originals[key], filters.dequantize)
+            for key, filters in quantized.items()
+        }
+        index.claim([*originals.values(), *(n for nodes in feeders.values() for n in nodes)])
         for key, node in originals.items():
             edit = edits[key]
             for position, name in enumerate(edit.input):
                 edit.input[position] = renamed.get(name, name)
             for position, name in enumerate(edit.output):
                 edit.output[position] = renamed.get(name, name)
-            index.replace([node], [edit])
+            if key in quantized:
+                dequantize = _dequantize(index, node, quantized[key])
+                edit.input[1] = dequantize.output[0]
+                index.replace([node, *feeders[key]], [dequantize, edit])
+            else:
+                index.replace([node], [edit])
         index.forget_shapes(list(renamed))
         report.absorbed.update(renamed)
 
@@ -426,30 +537,77 @@ def _pad_filters(
     index: GraphIndex,
     edit: onnx.NodeProto,
     node: onnx.NodeProto,
-    count: int,
-    padded: int,
+    region: _Region,
+    quantized: dict[int, _Quantized],
     *,
     out: bool,
 ) -> None:
     """Zero filters for the extra output channels (``out``) or zero weights for the extra
-    input channels; reads the weights as ``edit`` holds them, so a convolution that both
-    reads and produces a region is padded twice."""
-    weights = index.weight(edit.input[1])
-    widened = _pad(weights, _AXES[node.op_type][0 if out else 1], padded - count, 0.0)
-    _replace_input(index, edit, 1, widened, f"{node.name}/weights")
+    input channels; reads the weights as ``edit`` (or ``quantized``) holds them, so a
+    convolution that both reads and produces a region is padded twice."""
+    count, padded = region.channels, _padded(region.channels)
+    axis = _AXES[node.op_type][0 if out else 1]
+    if id(node) in quantized:
+        quantized[id(node)] = _pad_quantized(quantized[id(node)], axis, padded - count)
+    else:
+        weights = index.weight(edit.input[1])
+        widened = _pad(weights, axis, padded - count, 0.0)
+        _replace_input(index, edit, 1, widened, f"{node.name}/weights")
     if out and len(node.input) > 2 and node.input[2]:
         bias = index.weight(node.input[2])
         _replace_input(index, edit, 2, _pad(bias, 0, padded - count, 0.0), f"{node.name}/bias")
 
 
+def _pad_quantized(filters: _Quantized, axis: int, extra: int) -> _Quantized:
+    """``filters`` with ``extra`` more output (axis 0) or input (axis 1) channels whose
+    integers dequantize to zero: each filter's zero point; extra filters get scale 1."""
+    q, scale, zero = filters.values, filters.scale, filters.zero
+    rows = q.shape[0]
+    if axis == 1:
+        fill = np.broadcast_to(zero.reshape(-1, 1, 1, 1), (rows, extra, *q.shape[2:]))
+        q = np.concatenate([q, fill.astype(q.dtype)], axis=1)
+        return _Quantized(q, scale, zero, filters.dequantize)
+    new_zero = zero if zero.size == 1 else np.zeros((extra,), zero.dtype)
+    fill = np.broadcast_to(new_zero.reshape(-1, 1, 1, 1), (extra, *q.shape[1:]))
+    q = np.concatenate([q, fill.astype(q.dtype)], axis=0)
+    if scale.size > 1:
+        scale = np.concatenate([scale.reshape(-1), np.ones((extra,), scale.dtype)])
+    if zero.size > 1:
+        zero = np.concatenate([zero.reshape(-1), new_zero])
+    return _Quantized(q, scale, zero, filters.dequantize)
+
+
+def _dequantize(index: GraphIndex, node: onnx.NodeProto, filters: _Quantized) -> onnx.NodeProto:
+    """The DequantizeLinear of ``node``'s padded quantized filters."""
+    base = f"{node.name}/weights"
+    output = index.names.fresh(f"{base}/dequantized")
+    dequantize = onnx.helper.make_node(
+        "DequantizeLinear",
+        [
+            index.add_initializer(f"{base}/q", np.ascontiguousarray(filters.values)),
+            index.add_initializer(f"{base}/scale", np.ascontiguousarray(filters.scale)),
+            index.add_initializer(f"{base}/zero_point", np.ascontiguousarray(filters.zero)),
+        ],
+        [output],
+        name=output,
+    )
+    dequantize.attribute.extend(filters.dequantize.attribute)
+    return dequantize
+
+
 def _pad_inner(
-    index: GraphIndex, edit: onnx.NodeProto, node: onnx.NodeProto, count: int, padded: int
+    index: GraphIndex,
+    edit: onnx.NodeProto,
+    node: onnx.NodeProto,
+    region: _Region,
+    quantized: dict[int, _Quantized],
 ) -> None:
+    count, padded = region.channels, _padded(region.channels)
     extra = padded - count
     op = node.op_type
     if op == "Conv":  # depthwise or grouped: the extra channels are whole extra groups
-        width = index.weight(node.input[1]).shape[1]
-        _pad_filters(index, edit, node, count, padded, out=True)
+        width = _filter_shape(index, node)[1]
+        _pad_filters(index, edit, node, region, quantized, out=True)
         for attr in edit.attribute:
             if attr.name == "group":
                 attr.i = padded // width
