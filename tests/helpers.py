@@ -13,6 +13,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidArgument, R
 
 from b2s_onnx.graph.versions import MAX_RUNTIME_IR_VERSION
 from b2s_onnx.parity.runtime import run_onnxruntime
+from b2s_onnx.rewrites import apply_rewrites
 
 
 def float_model(
@@ -104,6 +105,17 @@ def assert_well_formed(model: onnx.ModelProto, already_dangling: frozenset = fro
             assert tensor.name in used, f"initializer {tensor.name} dangles"
 
     visit(model.graph, set())
+
+
+def rewritten_copy(model: onnx.ModelProto, *rewrites) -> tuple:
+    """``rewrites`` applied to a copy of ``model``, which must come out well formed and pass
+    ONNX's full check: (the report, the copy)."""
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(model)
+    report = apply_rewrites(rewritten, rewrites)
+    assert_well_formed(rewritten)
+    onnx.checker.check_model(rewritten, full_check=True)
+    return report, rewritten
 
 
 def run_lowered(

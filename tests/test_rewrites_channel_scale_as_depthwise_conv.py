@@ -14,9 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.ir.int8_coverage import layers_computed, optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
-from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.channel_scale_as_depthwise_conv import ChannelScaleAsDepthwiseConv
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, assert_well_formed
+from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
 
 NAME = ChannelScaleAsDepthwiseConv.name
 SHAPE = [1, 6, 9, 11]
@@ -72,12 +71,7 @@ def _model(
 
 
 def _rewritten(model):
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten, (ChannelScaleAsDepthwiseConv(),))
-    assert_well_formed(rewritten)
-    onnx.checker.check_model(rewritten, full_check=True)
-    return report, rewritten
+    return rewritten_copy(model, ChannelScaleAsDepthwiseConv())
 
 
 def _unfused(model, feeds):

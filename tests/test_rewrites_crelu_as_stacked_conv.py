@@ -16,7 +16,7 @@ from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES, apply_rewrites
 from b2s_onnx.rewrites.crelu_as_stacked_conv import CReluAsStackedConv
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_well_formed
+from tests.helpers import MAX_RUNTIME_IR_VERSION, rewritten_copy
 
 NAME = CReluAsStackedConv.name
 SHAPE = [1, 4, 9, 11]
@@ -92,12 +92,7 @@ def _model(
 
 
 def _rewritten(model):
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten, (CReluAsStackedConv(),))
-    assert_well_formed(rewritten)
-    onnx.checker.check_model(rewritten, full_check=True)
-    return report, rewritten
+    return rewritten_copy(model, CReluAsStackedConv())
 
 
 def _feeds(seed=0):

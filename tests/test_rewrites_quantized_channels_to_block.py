@@ -15,9 +15,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
-from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, assert_well_formed
+from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
 
 NAME = PadChannelsToBlock.name
 WIDE = 32
@@ -110,12 +109,7 @@ def _bottleneck(
 
 
 def _rewritten(model):
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten, (PadChannelsToBlock(),))
-    assert_well_formed(rewritten)
-    onnx.checker.check_model(rewritten, full_check=True)
-    return report, rewritten
+    return rewritten_copy(model, PadChannelsToBlock())
 
 
 def _feeds(seed: int) -> dict[str, np.ndarray]:

@@ -13,11 +13,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
-from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.quantized_upsampling_as_depth_to_space import (
     QuantizedUpsamplingAsDepthToSpace,
 )
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_well_formed
+from tests.helpers import MAX_RUNTIME_IR_VERSION, rewritten_copy
 
 NAME = QuantizedUpsamplingAsDepthToSpace.name
 OUTPUT_SCALE = 0.04
@@ -85,12 +84,7 @@ def _model(
 
 
 def _rewritten(model):
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten, (QuantizedUpsamplingAsDepthToSpace(),))
-    assert_well_formed(rewritten)
-    onnx.checker.check_model(rewritten, full_check=True)
-    return report, rewritten
+    return rewritten_copy(model, QuantizedUpsamplingAsDepthToSpace())
 
 
 @pytest.mark.parametrize(
