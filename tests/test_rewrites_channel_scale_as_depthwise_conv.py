@@ -14,7 +14,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.ir.int8_coverage import layers_computed, optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
-from b2s_onnx.rewrites.channel_scale_as_depthwise_conv import ChannelScaleAsDepthwiseConv
+from b2s_onnx.rewrites.channel_scale_as_depthwise_conv import (
+    SHIFT_TOO_FINE,
+    ChannelScaleAsDepthwiseConv,
+)
 from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
 
 NAME = ChannelScaleAsDepthwiseConv.name
@@ -117,6 +120,19 @@ def test_a_channel_scale_and_shift_become_one_qlinearconv_with_a_bias():
     difference = np.abs(after - before)
     assert difference.max() <= OUTPUT_SCALE * 1.001
     assert np.mean(difference > OUTPUT_SCALE / 2) < 0.01
+
+
+def test_a_shift_too_large_for_a_scale_near_zero_keeps_the_pair():
+    """onnxruntime would put the shift on a grid of x_scale * |a| / 64: with |a| = 1e-30
+    the shift in those steps leaves int32 and wraps (a damaged BatchNorm, found by fuzzing)."""
+    model = _model(shift_shape=(1, 6, 1, 1))
+    a = next(t for t in model.graph.initializer if t.name == "a")
+    values = numpy_helper.to_array(a).copy()
+    values.flat[2] = 1e-30
+    a.CopyFrom(numpy_helper.from_array(values, "a"))
+    report, _ = _rewritten(model)
+    assert not report.fired
+    assert [d.reason for d in report.declined] == [SHIFT_TOO_FINE]
 
 
 def test_a_shift_along_another_axis_keeps_the_scale_as_it_was():

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES, apply_rewrites
-from b2s_onnx.rewrites.crelu_as_stacked_conv import CReluAsStackedConv
+from b2s_onnx.rewrites.crelu_as_stacked_conv import BIAS_TOO_FINE, CReluAsStackedConv
 from tests.helpers import MAX_RUNTIME_IR_VERSION, rewritten_copy
 
 NAME = CReluAsStackedConv.name
@@ -34,6 +34,7 @@ def _model(
     group=1,
     axis=1,
     lowest_weight=-127,
+    smallest_weight_scale=0.002,
     neighbours=True,
     opset=19,
 ):
@@ -43,11 +44,13 @@ def _model(
     in_per_group = SHAPE[1] // group
     q = rng.integers(-127, 128, (CHANNELS, in_per_group, 3, 3)).astype(np.int8)
     q[0, 0, 0, 0] = lowest_weight
+    weight_scales = rng.uniform(0.002, 0.004, CHANNELS).astype(np.float32)
+    weight_scales[1] = min(weight_scales[1], smallest_weight_scale)
     values = {
         "s": np.float32(0.0391),
         "z": np.uint8(90),
         "wq": q,
-        "ws": rng.uniform(0.002, 0.004, CHANNELS).astype(np.float32),
+        "ws": weight_scales,
         "wz": np.zeros(CHANNELS, np.int8),
         "b": rng.uniform(-0.3, 0.3, CHANNELS).astype(np.float32),
         "ys": output_scales[0],
@@ -161,8 +164,18 @@ def test_the_negated_half_keeps_what_per_layer_checks_can_compare():
         ({"axis": 2}, None),  # joined along the height
         ({"neighbours": False}, None),  # another input between them
         ({"lowest_weight": -128}, "a negated weight integer leaves int8's range"),
+        # The bias on a grid of x_scale * 1e-30 would wrap in int32 (found by fuzzing).
+        ({"smallest_weight_scale": 1e-30}, BIAS_TOO_FINE),
     ],
-    ids=["unlike-quantizers", "third-reader", "grouped", "height-axis", "apart", "weight-at--128"],
+    ids=[
+        "unlike-quantizers",
+        "third-reader",
+        "grouped",
+        "height-axis",
+        "apart",
+        "weight-at--128",
+        "weight-scale-near-zero",
+    ],
 )
 def test_what_is_not_a_quantized_crelu_is_left_alone(case, declined):
     report, _ = _rewritten(_model(**case))

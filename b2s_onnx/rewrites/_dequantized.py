@@ -55,3 +55,19 @@ def weight_dequantization(
         return "the weights' zero points differ by channel"
     scales = np.broadcast_to(scale.reshape(-1), (channels,)).astype(np.float32)
     return scales, np.full((channels,), flat_zero[0], q.dtype)
+
+
+#: The largest bias, in steps of a QLinearConv's integer sums, that leaves its int32
+#: accumulator room for the sums themselves.
+BIAS_LIMIT = 2.0**30
+
+
+def bias_fits_sums(bias: np.ndarray, input_scale: np.ndarray, weight_scales: np.ndarray) -> bool:
+    """Whether onnxruntime can put a QDQ Conv's float ``bias`` on its integer sums' grid
+    (``round(bias / (input_scale * weight_scale))`` in int32) without leaving int32: a
+    weight scale near zero (a damaged or degenerate layer) makes that grid so fine that the
+    bias wraps around, where the float form would add it as it is."""
+    grid = float(np.asarray(input_scale).reshape(-1)[0]) * weight_scales.astype(np.float64)
+    with np.errstate(all="ignore"):
+        steps = np.abs(bias.astype(np.float64).reshape(-1) / grid.reshape(-1))
+    return bool(np.all(np.isfinite(steps)) and steps.max(initial=0.0) < BIAS_LIMIT)

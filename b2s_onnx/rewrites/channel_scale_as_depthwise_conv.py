@@ -24,7 +24,8 @@ FakeQuantize against QuantizeLinear (docs/int8.md). With a shift the weight is
 ``64 * sign(a[c])`` with scale ``|a[c]| / 64`` (still exactly ``a[c]``: a power of two):
 onnxruntime adds the bias on the integer sums' grid ``x_scale * |a[c]| / 64``, so rounding
 it moves the result by at most 1/128 of an input level, where scale 1 would move it by half
-a level.
+a level. Where a scale is so near zero that the shift on that grid would not fit int32 (a
+damaged layer), the pair stays as it is.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from b2s_onnx.rewrites._dequantized import per_tensor_bytes
+from b2s_onnx.rewrites._dequantized import bias_fits_sums, per_tensor_bytes
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._per_channel import channel_vector, data_and_constant
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
@@ -44,6 +45,7 @@ STANDARD = ("", "ai.onnx")
 SCALE = "/channel_scale"
 #: The weight integer that stands for a scale of 1 when a bias is added (module doc).
 SHIFTED_WEIGHT = 64
+SHIFT_TOO_FINE = "the shift does not fit int32 on the integer sums' grid (a scale near zero)"
 
 
 class ChannelScaleAsDepthwiseConv:
@@ -59,7 +61,8 @@ class ChannelScaleAsDepthwiseConv:
             return None
         data, scale = found
         dequantize = index.produced_by(data, "DequantizeLinear")
-        if dequantize is None or isinstance(per_tensor_bytes(index, dequantize), str):
+        quantized = per_tensor_bytes(index, dequantize) if dequantize is not None else None
+        if quantized is None or isinstance(quantized, str):
             return None
         shift_add, shift = _shift(index, node.output[0], scale.size)
         scaled = (shift_add or node).output[0]
@@ -76,17 +79,19 @@ class ChannelScaleAsDepthwiseConv:
             return Declined(self.name, node.name, "not a 4-D tensor scaled along its channels")
         if not np.all(np.isfinite(scale)):
             return Declined(self.name, node.name, "a scale is not finite")
-        matched = [node] if shift_add is None else [node, shift_add]
-        if not index.is_free(matched):
-            return None
-        index.claim(matched)
-        base = node.name or node.output[0]
         channels = scale.size
         # With a bias, a weight of 64 puts the bias's grid at 1/64 of an input level.
         unit = 1 if shift is None else SHIFTED_WEIGHT
         signs = (unit * np.sign(scale)).astype(np.int8).reshape(channels, 1, 1, 1)
         magnitudes = (np.abs(scale) / np.float32(unit)).astype(np.float32)
         magnitudes[magnitudes == 0] = 1  # a zero weight (sign 0) with any positive scale
+        if shift is not None and not bias_fits_sums(shift, quantized[0], magnitudes):
+            return Declined(self.name, node.name, SHIFT_TOO_FINE)
+        matched = [node] if shift_add is None else [node, shift_add]
+        if not index.is_free(matched):
+            return None
+        index.claim(matched)
+        base = node.name or node.output[0]
         weights = index.names.fresh(f"{base}/weights")
         conv_inputs = [data, weights]
         if shift is not None:

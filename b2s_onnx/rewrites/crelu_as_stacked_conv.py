@@ -26,9 +26,11 @@ added the bias in float): a value on a rounding boundary may land one level away
 
 Only where it is sound: a Conv of group 1 on dequantized run-time data and 8-bit integer
 weights whose negation ``2 * zero_point - q`` fits their type (symmetric int8 weights that
-reach -128 do not); a constant bias; y read only by its QuantizeLinear and the Neg (or Mul
-by -1), -y only by its QuantizeLinear, the two QuantizeLinears alike (per tensor, equal
-scale and zero point) and read only by the Concat, side by side along its channel axis.
+reach -128 do not); a constant bias that fits int32 on the sums' grid (QLinearConv adds it
+there; a weight scale near zero would make it wrap); y read only by its QuantizeLinear and
+the Neg (or Mul by -1), -y only by its QuantizeLinear, the two QuantizeLinears alike (per
+tensor, equal scale and zero point) and read only by the Concat, side by side along its
+channel axis.
 """
 
 from __future__ import annotations
@@ -39,10 +41,12 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from b2s_onnx.rewrites._dequantized import bias_fits_sums, per_tensor_bytes
 from b2s_onnx.rewrites._index import GraphIndex
 from b2s_onnx.rewrites._rule import Declined, Fired, RewriteReport
 
 STANDARD = ("", "ai.onnx")
+BIAS_TOO_FINE = "the bias does not fit int32 on the integer sums' grid (a weight scale near zero)"
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class _Pair:
     quantizers: tuple[onnx.NodeProto, onnx.NodeProto]
     #: 1 when y comes first in the Concat, -1 when -y does.
     first_sign: int
+    #: The Conv's input scale (per tensor).
+    input_scale: np.ndarray
 
     @property
     def nodes(self) -> list[onnx.NodeProto]:
@@ -101,6 +107,8 @@ class CReluAsStackedConv:
             bias = _stacked_bias(index, pair, weights.channels)
             if bias is None:
                 return Declined(self.name, name, "the bias is computed")
+            if not bias_fits_sums(bias, pair.input_scale, _per_channel(weights.scale, bias.size)):
+                return Declined(self.name, name, BIAS_TOO_FINE)
             matched = [*pair.nodes, node, *weights.feeders]
             if not index.is_free(matched):
                 return None
@@ -128,11 +136,13 @@ def _pair(index: GraphIndex, concat: onnx.NodeProto, a: str, b: str) -> _Pair | 
         conv = index.produced_by(y, "Conv")
         if conv is None or int(index.attribute(conv, "group", 1)) != 1:
             return None
-        if index.produced_by(conv.input[0], "DequantizeLinear") is None:
+        data = index.produced_by(conv.input[0], "DequantizeLinear")
+        quantized = per_tensor_bytes(index, data) if data is not None else None
+        if quantized is None or isinstance(quantized, str):
             return None
         if not _axis_is_channels(index, concat, conv):
             return None
-        return _Pair(conv, negation, (quantize_y, quantize_negated), first_sign)
+        return _Pair(conv, negation, (quantize_y, quantize_negated), first_sign, quantized[0])
     return None
 
 
@@ -205,6 +215,10 @@ def _stacked_weights(index: GraphIndex, pair: _Pair) -> _Weights | str:
 
     feeders = tuple(index.sole_feeders(pair.conv, dq))
     return _Weights(values, stacked(scale), stacked(zero), dq, feeders)
+
+
+def _per_channel(value: np.ndarray, channels: int) -> np.ndarray:
+    return np.broadcast_to(value.reshape(-1), (channels,))
 
 
 def _stacked_bias(index: GraphIndex, pair: _Pair, channels: int) -> np.ndarray | None:
