@@ -83,6 +83,7 @@ from b2s_onnx.rewrites.strided_input_conv_as_space_to_depth import (
 from b2s_onnx.rewrites.transpose_cleanup import TransposeCleanup
 from b2s_onnx.rewrites.transpose_in_stages import TransposeInStages
 from b2s_onnx.rewrites.transpose_sinking import TransposeSinking
+from b2s_onnx.rewrites.zero_filter_scale import ZeroFilterScale
 
 #: Rewrites of a converted IR's standard ops, in order (a later one may build on an earlier).
 CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
@@ -147,6 +148,8 @@ CONVERTED_MODEL_REWRITES: tuple[Rewrite, ...] = (
     ConcatAsConvSum(),
     ConvAfterUpsampling(),
     SiblingConvs(),
+    # After every rewrite that forms a QDQ Conv, before onnxruntime quantizes its bias.
+    ZeroFilterScale(),
     PerAxisQuantizeGuard(),
     PerAxisDequantizeGuard(),
     TransposeInStages(),

@@ -97,6 +97,8 @@ _FOLDED = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "Clip", "Ident
 _SPATIAL_REDUCTIONS = ("ReduceMean", "ReduceMax", "ReduceMin", "ReduceSum")
 #: Binary ops whose constant operand, if per channel, is padded with this value.
 _BINARY_PAD = {"Add": 0.0, "Sub": 0.0, "Mul": 0.0, "Div": 1.0, "PRelu": 0.0}
+#: Ops whose inputs after the first are parameters.
+_ONE_DATA_INPUT = ("Conv", "BatchNormalization", "Resize", "QuantizeLinear", "DequantizeLinear")
 #: Filter axes of the output and the input channels, per convolution type.
 _AXES = {"Conv": (0, 1)}
 #: No more than doubling a tensor: 6 -> 16 channels made LeNet's small layers 1.27x slower.
@@ -161,7 +163,7 @@ class _Quantized:
     values: np.ndarray
     scale: np.ndarray
     zero: np.ndarray
-    dequantize: onnx.NodeProto | None
+    dequantize: onnx.NodeProto
 
 
 def _quantized_filters(index: GraphIndex, node: onnx.NodeProto) -> _Quantized | None:
@@ -355,10 +357,8 @@ class _Walk:
 
     def _data_inputs(self, node: onnx.NodeProto) -> list[str]:
         op = node.op_type
-        if op in ("Conv", "BatchNormalization", "Resize", "QuantizeLinear", "DequantizeLinear"):
+        if op in _ONE_DATA_INPUT or op in _UNARY + _SPATIAL_REDUCTIONS:
             return [node.input[0]]  # the others are parameters
-        if op in _UNARY + _SPATIAL_REDUCTIONS:
-            return [node.input[0]]
         return [name for name in node.input if name and self.index.constant(name) is None]
 
     def _inner(self, node: onnx.NodeProto, count: int) -> bool:
