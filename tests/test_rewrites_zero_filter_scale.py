@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES
-from b2s_onnx.rewrites.zero_filter_scale import ZeroFilterScale
+from b2s_onnx.rewrites.zero_filter_scale import LIVE_FILTER, ZeroFilterScale
 from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
 
 NAME = ZeroFilterScale.name
@@ -153,8 +153,7 @@ def test_a_layer_of_zero_filters_with_one_zero_scale_gets_scales_per_channel():
         ({"reader": "Relu"}, None),  # read in float: no QLinearConv, the bias added in float
         (
             {"dead_scale": 1e-30, "dead_weights": False},
-            "a filter with nonzero weights has a scale too small for its bias on QLinearConv's "
-            "integer grid",
+            LIVE_FILTER,
         ),
     ],
     ids=["normal-scale", "read-in-float", "live-filter"],
@@ -173,3 +172,57 @@ def test_it_runs_after_the_rewrites_that_form_quantized_convs():
         "pad-channels-to-block",
     ):
         assert names.index(former) < names.index(NAME)
+
+
+def _matmul(dead_scale=0.0):
+    """x -> Q/DQ -> MatMul(DQ(int8 W [K, N], per column)) -> Add(bias [N]) -> Q/DQ -> y,
+    column 1 all zeros with scale ``dead_scale`` (onnxruntime fuses it into QGemm)."""
+    rng = np.random.default_rng(2)
+    rows, columns = 32, 16
+    q = rng.integers(-127, 128, (rows, columns)).astype(np.int8)
+    q[:, 1] = 0
+    scales = rng.uniform(0.002, 0.004, columns).astype(np.float32)
+    scales[1] = dead_scale
+    values = {
+        "s": np.float32(0.05),
+        "z": np.uint8(128),
+        "wq": q,
+        "ws": scales,
+        "wz": np.zeros(columns, np.int8),
+        "b": rng.uniform(0.1, 0.5, columns).astype(np.float32),
+        "ys": np.float32(0.02),
+        "yz": np.uint8(128),
+    }
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=1),
+        helper.make_node("MatMul", ["xd", "w"], ["m"], name="matmul"),
+        helper.make_node("Add", ["m", "b"], ["c"]),
+        helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"]),
+        helper.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, rows])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in values.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    model.ir_version = MAX_RUNTIME_IR_VERSION
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def test_a_zero_column_of_a_quantized_matmul_with_a_bias_keeps_its_bias_in_qgemm():
+    model = _matmul()
+    feeds = {"x": (np.random.default_rng(3).standard_normal([4, 32]) * 2).astype(np.float32)}
+    expected = _unfused(model, feeds)
+    assert "QGemm" in {n.op_type for n in optimized_graph(model).node}
+    assert not np.array_equal(run_onnxruntime(model, feeds)["y"][:, 1], expected[:, 1])
+    report, rewritten = rewritten_copy(model, ZeroFilterScale())
+    assert [(f.rewrite, f.detail) for f in report.fired] == [(NAME, "1 zero filters rescaled")]
+    fused = run_onnxruntime(rewritten, feeds)["y"]
+    assert_same_bits(fused[:, 1], expected[:, 1])
+    others = [c for c in range(16) if c != 1]
+    assert_same_bits(fused[:, others], run_onnxruntime(model, feeds)["y"][:, others])
