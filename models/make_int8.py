@@ -235,7 +235,8 @@ def crelu_block(x):
     joined with its negation, a per-channel scale and shift (a BatchNorm), ReLU; in a 7x7/2
     stem and in two residual blocks (1x1, 3x3 CReLU, 1x1). Its own generator, so
     regenerating it alone gives the same network. Weights small enough (0.7 / sqrt(fan-in))
-    that `check` passes with a wide margin on any input distribution it draws."""
+    that `check` passes without widening its tolerance (0.042-0.046 of 0.1 on seeds 0-5; He
+    initialization failed seed 1 on an AVX-512 EPYC)."""
     rng = np.random.default_rng(2027)
 
     def conv(y, out, kernel=1, stride=1, relu=True):

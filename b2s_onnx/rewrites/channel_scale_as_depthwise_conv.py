@@ -11,9 +11,8 @@ same computation is a depthwise QLinearConv, byte to byte, inside the NHWC regio
 ResNet-50 v2 quantized by NNCF: 12 such scales, 21.3 -> 19.6 ms (0.92x, 1 thread). A
 BatchNorm after a quantized CReLU (person-attributes-recognition-crossroad-0230: seven, on
 48-channel maps of 40x20 to 96-channel ones of 20x10; an eighth feeds a MaxPool) is a scale
-and a shift: with the shift
-as the Conv's bias, the model took 0.92x the time at 1 thread, 0.75x at 2 (medians of
-200 interleaved runs).
+and a shift: with the shift as the Conv's bias, the model took 0.92x the time at 1 thread,
+0.75x at 2 (medians of 200 interleaved runs).
 
 The weight of channel c is ``a[c]`` itself: int8 ``sign(a[c])`` with scale ``|a[c]|``
 (so the dequantized weight is exactly ``a[c]``), no bias. Run unfused the Conv multiplies
