@@ -34,11 +34,4 @@ INEXPRESSIBLE: dict[str, str] = {
 
 #: op type -> why it has no converter yet, though ONNX could compute it (a known gap, not a
 #: limit of ONNX; listed apart so the two are never confused).
-NOT_YET: dict[str, str] = {
-    "BinaryConvolution": (
-        "its 1-bit weights: OpenVINO's CPU plugin reads the packed u1 constant least "
-        "significant bit first while its own Convert reads it most significant bit first, "
-        "and the plugin's layout could not be reproduced for every channel count; an "
-        "XNOR-popcount composition (Equal, Cast, ReduceSum) is straightforward once it is"
-    ),
-}
+NOT_YET: dict[str, str] = {}

@@ -5,6 +5,7 @@ from b2s_onnx.ir.converters import (  # noqa: F401 - imported to register conver
     arithmetic,
     attention,
     beam_search,
+    binary_convolution,
     bitwise,
     color,
     control_flow,
