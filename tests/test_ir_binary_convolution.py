@@ -110,3 +110,77 @@ def test_channel_counts_off_the_byte_are_refused_with_the_rule(tmp_path, channel
     assert "BinaryConvolution" in message
     assert "input 1 (kernel)" in message
     assert "multiples of 8" in message
+
+
+def _fake_quantize_spec(x, levels, in_low, in_high, out_low, out_high):
+    """FakeQuantize-1 as its specification writes it, in float64."""
+    x = x.astype(np.float64)
+    low, high = min(in_low, in_high), max(in_low, in_high)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        between = (np.round((x - in_low) / (in_high - in_low) * (levels - 1)) / (levels - 1)) * (
+            out_high - out_low
+        ) + out_low
+    return np.where(x <= low, out_low, np.where(x > high, out_high, between))
+
+
+@pytest.mark.parametrize(
+    "ranges",
+    [
+        (2, 0.0, 0.0, 0.0, 1.0),
+        (2, 0.0, 0.0, -1.0, 1.0),
+        (256, 0.5, 0.5, 0.0, 255.0),
+        (3, 0.2, 0.2, 2.0, -2.0),
+        (2, 1.0, -1.0, 0.0, 1.0),
+        (5, 1.0, -1.0, 0.0, 4.0),
+    ],
+    ids=[
+        "threshold-0-1",
+        "threshold-pm1",
+        "threshold-256",
+        "threshold-reversed-out",
+        "inverted-2",
+        "inverted-5",
+    ],
+)
+def test_fake_quantize_with_an_empty_or_inverted_input_range_follows_its_specification(
+    tmp_path, ranges
+):
+    """An empty input range is a threshold (x <= in_low gives out_low, above it out_high):
+    binary networks binarize their activations so. OpenVINO's CPU plugin returns NaN for
+    such a FakeQuantize standing alone (it thresholds only where it fuses it into a
+    BinaryConvolution), so the reference here is the specification."""
+    levels, *bounds = ranges
+    const = lambda v: ops.constant(np.asarray(v, np.float32))  # noqa: E731
+    data = ops.parameter([1, 1, 1, 10], np.float32, name="x")
+    output = ops.fake_quantize(data, *(const(v) for v in bounds), levels)
+    xml = tmp_path / "fq.xml"
+    ov.save_model(ov.Model([output], [data]), xml, compress_to_fp16=False)
+    x = np.array([-2, -1, -0.5, -1e-6, 0, 1e-6, 0.3, 0.5, 1, 2], np.float32).reshape(1, 1, 1, 10)
+    got = next(iter(run_onnxruntime(b2s_onnx.convert_ir(xml), {"x": x}).values()))
+    np.testing.assert_array_equal(got, _fake_quantize_spec(x, levels, *bounds).astype(np.float32))
+
+
+def test_a_binarized_block_matches_openvino_which_fuses_the_threshold(tmp_path):
+    """FakeQuantize (levels 2, an empty input range at 0) -> BinaryConvolution -> scale and
+    shift, twice: OpenVINO fuses the threshold into its binary convolution."""
+    rng = np.random.default_rng(9)
+    const = lambda v: ops.constant(np.asarray(v, np.float32))  # noqa: E731
+    data = ops.parameter([1, 16, *SIZE], np.float32, name="x")
+    y = data
+    for channels, out_channels in ((16, 32), (32, 32)):
+        weights = ov.Tensor(ov.Type.u1, ov.Shape([out_channels, channels, 3, 3]))
+        packed = weights.data.view(np.uint8).reshape(-1)
+        packed[:] = rng.integers(0, 256, packed.size).astype(np.uint8)
+        bits = ops.fake_quantize(y, const(0), const(0), const(0), const(1), 2)
+        y = opset1.binary_convolution(
+            bits, ops.constant(weights), [1, 1], [1, 1], [1, 1], [1, 1], "xnor-popcount", 1.0
+        )
+        scale = rng.uniform(0.01, 0.05, (1, out_channels, 1, 1))
+        y = ops.add(
+            ops.multiply(y, const(scale)), const(rng.standard_normal((1, out_channels, 1, 1)))
+        )
+    xml = tmp_path / "binary_block.xml"
+    ov.save_model(ov.Model([y], [data]), xml, compress_to_fp16=False)
+    feeds = {"x": rng.standard_normal((1, 16, *SIZE)).astype(np.float32)}
+    got = next(iter(run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()))
+    np.testing.assert_allclose(got, _openvino(xml, feeds), rtol=1e-6, atol=1e-5)

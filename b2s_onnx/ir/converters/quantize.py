@@ -184,6 +184,9 @@ def _float_constant_ranges(ctx, layer, x, levels, in_low, in_high, out_low, out_
     steps = dtype(levels - 1)
     in_low, in_high = in_low.astype(dtype), in_high.astype(dtype)
     out_low, out_high = out_low.astype(dtype), out_high.astype(dtype)
+    if np.any(in_low >= in_high):
+        _spec_branches(ctx, layer, x, steps, in_low, in_high, out_low, out_high)
+        return
     with np.errstate(divide="ignore", invalid="ignore"):
         in_scale = (steps / (in_high - in_low)).astype(dtype)
     out_scale = ((out_high - out_low) / steps).astype(dtype)
@@ -198,3 +201,34 @@ def _float_constant_ranges(ctx, layer, x, levels, in_low, in_high, out_low, out_
     quantized = ctx.one("Round", [ctx.one("Mul", [shifted, ctx.const("in_scale", in_scale)])])
     scaled = ctx.one("Mul", [quantized, ctx.const("out_scale", out_scale)])
     ctx.one("Add", [scaled, ctx.const("out_low", out_low)], ctx.out(layer))
+
+
+def _spec_branches(ctx, layer, x, steps, in_low, in_high, out_low, out_high) -> None:
+    """FakeQuantize's three cases as the specification writes them, for input ranges that
+    are empty or inverted somewhere: ``x <= min(in_low, in_high)`` gives out_low, ``x >
+    max(...)`` out_high, the formula between. An empty range (``in_low == in_high``) is a
+    threshold: binary networks binarize their activations so (levels 2, before a
+    BinaryConvolution). The clamped formula would divide by zero there. OpenVINO's CPU
+    plugin returns NaN for such a FakeQuantize standing alone (and all zeros for inverted
+    ranges) but thresholds where it fuses it into a BinaryConvolution; this follows the
+    specification."""
+    dtype = in_low.dtype
+    span = in_high - in_low
+    with np.errstate(divide="ignore", invalid="ignore"):
+        in_scale = np.where(span != 0, steps / span, 0).astype(dtype)
+    out_scale = ((out_high - out_low) / steps).astype(dtype)
+    low = ctx.const("low", np.minimum(in_low, in_high))
+    high = ctx.const("high", np.maximum(in_low, in_high))
+    shifted = ctx.one("Sub", [x, ctx.const("in_low", in_low)])
+    quantized = ctx.one("Round", [ctx.one("Mul", [shifted, ctx.const("in_scale", in_scale)])])
+    between = ctx.one(
+        "Add",
+        [
+            ctx.one("Mul", [quantized, ctx.const("out_scale", out_scale)]),
+            ctx.const("out_low", out_low),
+        ],
+    )
+    below = ctx.one("LessOrEqual", [x, low])
+    above = ctx.one("Greater", [x, high])
+    kept = ctx.one("Where", [below, ctx.const("out_low_value", out_low), between])
+    ctx.one("Where", [above, ctx.const("out_high_value", out_high), kept], ctx.out(layer))
