@@ -184,3 +184,15 @@ def test_a_binarized_block_matches_openvino_which_fuses_the_threshold(tmp_path):
     feeds = {"x": rng.standard_normal((1, 16, *SIZE)).astype(np.float32)}
     got = next(iter(run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()))
     np.testing.assert_allclose(got, _openvino(xml, feeds), rtol=1e-6, atol=1e-5)
+
+
+def test_a_kernel_for_other_channel_counts_is_refused(tmp_path):
+    xml = _ir(tmp_path, 16)
+    # The data (Parameter and the convolution's input port) grows to 24 channels.
+    text = xml.read_text().replace('shape="1,16,9,11"', 'shape="1,24,9,11"')
+    head, tail = text.split('type="BinaryConvolution"', 1)
+    head = head.replace("<dim>16</dim>", "<dim>24</dim>", 1)
+    tail = tail.replace("<dim>16</dim>", "<dim>24</dim>", 1)
+    xml.write_text(head + 'type="BinaryConvolution"' + tail)
+    with pytest.raises(B2SError, match=r"input 0 has 24 channels but input 1 \(kernel\)"):
+        b2s_onnx.convert_ir(xml)

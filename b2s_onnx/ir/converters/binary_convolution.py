@@ -53,6 +53,12 @@ def binary_convolution(ctx: ConversionContext, layer: Layer, inputs: list[str]) 
     if rank != 4:
         raise B2SError(f"{layer.where()}: input 0 has rank {rank}; BinaryConvolution is 2-D")
     bits = _weight_bits(ctx, layer, kernel)
+    shape = ctx.shape(data)
+    if shape is not None and shape[1] is not None and shape[1] != bits.shape[1]:
+        raise B2SError(
+            f"{layer.where()}: input 0 has {shape[1]} channels but input 1 (kernel) is for "
+            f"{bits.shape[1]}"
+        )
     strides, dilations = _spatial_lists(layer, 2, "strides", "dilations")
     signs = ctx.one(
         "Where",
