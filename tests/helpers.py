@@ -118,6 +118,19 @@ def rewritten_copy(model: onnx.ModelProto, *rewrites) -> tuple:
     return report, rewritten
 
 
+def run_unoptimized(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The first output of ``model`` run by onnxruntime with every graph optimization off:
+    the graph as written, before any fusion (what a fused kernel must reproduce)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return session.run(None, dict(feeds))[0]
+
+
 def run_lowered(
     model: onnx.ModelProto, feeds: dict, already_dangling: frozenset = frozenset()
 ) -> np.ndarray:

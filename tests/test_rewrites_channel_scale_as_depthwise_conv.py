@@ -8,7 +8,6 @@ import collections
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -18,7 +17,7 @@ from b2s_onnx.rewrites.channel_scale_as_depthwise_conv import (
     SHIFT_TOO_FINE,
     ChannelScaleAsDepthwiseConv,
 )
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
+from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy, run_unoptimized
 
 NAME = ChannelScaleAsDepthwiseConv.name
 SHAPE = [1, 6, 9, 11]
@@ -77,15 +76,6 @@ def _rewritten(model):
     return rewritten_copy(model, ChannelScaleAsDepthwiseConv())
 
 
-def _unfused(model, feeds):
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, feeds)[0]
-
-
 def test_a_channel_scale_between_quantizations_becomes_one_qlinearconv():
     model = _model()
     report, rewritten = _rewritten(model)
@@ -95,7 +85,7 @@ def test_a_channel_scale_between_quantizations_becomes_one_qlinearconv():
     assert fused["Mul"] == 0
     feeds = {"x": (np.random.default_rng(0).standard_normal(SHAPE) * 3).astype(np.float32)}
     # Unfused, the Conv multiplies by exactly a[c], as the Mul did.
-    assert_same_bits(_unfused(rewritten, feeds), _unfused(model, feeds))
+    assert_same_bits(run_unoptimized(rewritten, feeds), run_unoptimized(model, feeds))
     # Fused, QLinearConv scales the integers once: a rounding tie may move a level.
     before, after = run_onnxruntime(model, feeds)["y"], run_onnxruntime(rewritten, feeds)["y"]
     difference = np.abs(after - before)
@@ -115,7 +105,8 @@ def test_a_channel_scale_and_shift_become_one_qlinearconv_with_a_bias():
     assert fused["Add"] == 0
     feeds = {"x": (np.random.default_rng(0).standard_normal(SHAPE) * 3).astype(np.float32)}
     # Unfused: x * a[c] + b[c] in one Conv, within a rounding of the Mul and the Add.
-    np.testing.assert_allclose(_unfused(rewritten, feeds), _unfused(model, feeds), atol=1e-6)
+    unfused = run_unoptimized(rewritten, feeds)
+    np.testing.assert_allclose(unfused, run_unoptimized(model, feeds), atol=1e-6)
     before, after = run_onnxruntime(model, feeds)["y"], run_onnxruntime(rewritten, feeds)["y"]
     difference = np.abs(after - before)
     assert difference.max() <= OUTPUT_SCALE * 1.001

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -15,7 +14,7 @@ from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES
 from b2s_onnx.rewrites.zero_filter_scale import LIVE_FILTER, ZeroFilterScale
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
+from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy, run_unoptimized
 
 NAME = ZeroFilterScale.name
 CHANNELS = 8
@@ -71,15 +70,6 @@ def _model(dead_scale=0.0, dead_weights=True, per_tensor=False, reader="Quantize
     return onnx.shape_inference.infer_shapes(model)
 
 
-def _unfused(model, feeds):
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    return session.run(None, feeds)[0]
-
-
 def _feeds():
     return {"x": (np.random.default_rng(0).standard_normal(SHAPE) * 2).astype(np.float32)}
 
@@ -88,7 +78,7 @@ def _feeds():
 def test_a_zero_filter_with_a_vanishing_scale_keeps_its_bias_in_the_fused_kernel(dead_scale):
     model = _model(dead_scale)
     feeds = _feeds()
-    expected = _unfused(model, feeds)
+    expected = run_unoptimized(model, feeds)
     # As written, onnxruntime's fused QLinearConv loses channel 1's bias.
     assert not np.array_equal(run_onnxruntime(model, feeds)["y"][:, 1], expected[:, 1])
     report, rewritten = rewritten_copy(model, ZeroFilterScale())
@@ -143,7 +133,7 @@ def test_a_layer_of_zero_filters_with_one_zero_scale_gets_scales_per_channel():
     feeds = _feeds()
     report, rewritten = rewritten_copy(model, ZeroFilterScale())
     assert [f.detail for f in report.fired] == [f"{CHANNELS} zero filters rescaled"]
-    assert_same_bits(run_onnxruntime(rewritten, feeds)["y"], _unfused(model, feeds))
+    assert_same_bits(run_onnxruntime(rewritten, feeds)["y"], run_unoptimized(model, feeds))
 
 
 @pytest.mark.parametrize(
@@ -217,7 +207,7 @@ def _matmul(dead_scale=0.0):
 def test_a_zero_column_of_a_quantized_matmul_with_a_bias_keeps_its_bias_in_qgemm():
     model = _matmul()
     feeds = {"x": (np.random.default_rng(3).standard_normal([4, 32]) * 2).astype(np.float32)}
-    expected = _unfused(model, feeds)
+    expected = run_unoptimized(model, feeds)
     assert "QGemm" in {n.op_type for n in optimized_graph(model).node}
     assert not np.array_equal(run_onnxruntime(model, feeds)["y"][:, 1], expected[:, 1])
     report, rewritten = rewritten_copy(model, ZeroFilterScale())

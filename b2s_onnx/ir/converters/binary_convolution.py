@@ -28,17 +28,14 @@ from onnx.helper import tensor_dtype_to_np_dtype
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters.convolution import AUTO_PAD, _spatial_lists
+from b2s_onnx.ir.converters.convolution import CONVOLUTION, _spatial_lists
 from b2s_onnx.ir.converters.registry import converts
-from b2s_onnx.ir.converters.schema import SPATIAL, Choice, Float, Ints
+from b2s_onnx.ir.converters.schema import Choice, Float
 from b2s_onnx.ir.reader import Layer
 
+#: Convolution-1's attributes, and the mode and the border's value.
 BINARY_CONVOLUTION = {
-    "strides": Ints(required=True, length=SPATIAL, minimum=1),
-    "dilations": Ints(required=True, length=SPATIAL, minimum=1),
-    "pads_begin": Ints(required=True, length=SPATIAL, minimum=0),
-    "pads_end": Ints(required=True, length=SPATIAL, minimum=0),
-    "auto_pad": AUTO_PAD,
+    **CONVOLUTION,
     "mode": Choice(allowed=("xnor-popcount",), required=True),
     "pad_value": Float(required=True),
 }
