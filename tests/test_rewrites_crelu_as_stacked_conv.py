@@ -10,13 +10,13 @@ import collections
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES, apply_rewrites
 from b2s_onnx.rewrites.crelu_as_stacked_conv import BIAS_TOO_FINE, CReluAsStackedConv
-from tests.helpers import MAX_RUNTIME_IR_VERSION, rewritten_copy
+from tests.helpers import float_model, rewritten_copy
 
 NAME = CReluAsStackedConv.name
 SHAPE = [1, 4, 9, 11]
@@ -38,8 +38,8 @@ def _model(
     neighbours=True,
     opset=19,
 ):
-    """x -> Q -> DQ -> Conv(DQ(int8 W), b) -> y; Q(y) and Q(-y) joined by a Concat of their
-    bytes (as NNCF quantizes a CReLU), then one DequantizeLinear."""
+    """x -> Q -> DQ -> Conv(DQ(int8 W), b) -> y_conv; Q(y_conv) and Q(-y_conv) joined by a
+    Concat of their bytes (as NNCF quantizes a CReLU), then one DequantizeLinear -> y."""
     rng = np.random.default_rng(3)
     in_per_group = SHAPE[1] // group
     q = rng.integers(-127, 128, (CHANNELS, in_per_group, 3, 3)).astype(np.int8)
@@ -65,32 +65,24 @@ def _model(
         helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"]),
         helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
         helper.make_node(
-            "Conv", ["xd", "w", "b"], ["y"], name="conv", pads=[1, 1, 1, 1], group=group
+            "Conv", ["xd", "w", "b"], ["y_conv"], name="conv", pads=[1, 1, 1, 1], group=group
         ),
-        helper.make_node("QuantizeLinear", ["y", "ys", "yz"], ["y_q"]),
+        helper.make_node("QuantizeLinear", ["y_conv", "ys", "yz"], ["y_q"]),
     ]
     if negation == "Neg":
-        nodes.append(helper.make_node("Neg", ["y"], ["n"]))
+        nodes.append(helper.make_node("Neg", ["y_conv"], ["n"]))
     else:
-        nodes.append(helper.make_node("Mul", ["minus_one", "y"], ["n"]))
+        nodes.append(helper.make_node("Mul", ["minus_one", "y_conv"], ["n"]))
     nodes.append(helper.make_node("QuantizeLinear", ["n", "ns", "nz"], ["n_q"]))
     pair = ["y_q", "n_q"] if order == "y-first" else ["n_q", "y_q"]
     joined = (["xq", *pair] if extra_input else pair) if neighbours else [pair[0], "xq", pair[1]]
     nodes.append(helper.make_node("Concat", joined, ["c"], axis=axis))
-    nodes.append(helper.make_node("DequantizeLinear", ["c", "ys", "yz"], ["out"]))
-    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)]
+    nodes.append(helper.make_node("DequantizeLinear", ["c", "ys", "yz"], ["y"]))
     if third_reader:
-        nodes.append(helper.make_node("Relu", ["y"], ["r"]))
-        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-        outputs,
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in values.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = MAX_RUNTIME_IR_VERSION
+        nodes.append(helper.make_node("Relu", ["y_conv"], ["r"]))
+    model = float_model(nodes, values, SHAPE, opset=opset)
+    if third_reader:
+        model.graph.output.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, None))
     return onnx.shape_inference.infer_shapes(model)
 
 
@@ -120,8 +112,8 @@ def test_a_quantized_crelu_becomes_one_qlinearconv(order, negation, opset):
     assert not fused["ConvInteger"]
     for seed in range(3):
         feeds = _feeds(seed)
-        before = run_onnxruntime(model, feeds)["out"]
-        after = run_onnxruntime(rewritten, feeds)["out"]
+        before = run_onnxruntime(model, feeds)["y"]
+        after = run_onnxruntime(rewritten, feeds)["y"]
         # Within a level of the float Conv's QuantizeLinear, and rarely a level off.
         moved = np.abs(_levels(after) - _levels(before))
         assert moved.max() <= 1
@@ -141,15 +133,15 @@ def test_a_crelu_among_other_concat_inputs_keeps_them():
     assert len(concat.input) == 2
     assert concat.input[0] == "xq"
     feeds = _feeds()
-    before = run_onnxruntime(model, feeds)["out"]
-    after = run_onnxruntime(rewritten, feeds)["out"]
+    before = run_onnxruntime(model, feeds)["y"]
+    after = run_onnxruntime(rewritten, feeds)["y"]
     np.testing.assert_array_equal(after[:, : SHAPE[1]], before[:, : SHAPE[1]])
     assert np.abs(_levels(after) - _levels(before)).max() <= 1
 
 
 def test_the_negated_half_keeps_what_per_layer_checks_can_compare():
     report, rewritten = _rewritten(_model())
-    stacked, channels = report.widened["y"]
+    stacked, channels = report.widened["y_conv"]
     assert channels == CHANNELS
     assert stacked in {n.output[0] for n in rewritten.graph.node if n.op_type == "Conv"}
     assert report.absorbed["n"] == stacked

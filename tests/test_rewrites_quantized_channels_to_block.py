@@ -11,12 +11,12 @@ import collections
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites.pad_channels_to_block import PadChannelsToBlock
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
+from tests.helpers import assert_same_bits, float_model, rewritten_copy
 
 NAME = PadChannelsToBlock.name
 WIDE = 32
@@ -34,10 +34,10 @@ def _bottleneck(
     (narrow -> WIDE) -> Q/DQ -> y, every Conv on int8 (or uint8, zero point 128) weights
     with per-channel scales and a bias."""
     rng = np.random.default_rng(narrow)
-    initializers, nodes = [], []
+    initializers, nodes = {}, []
 
     def constant(name, value):
-        initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        initializers[name] = value
         return name
 
     def quantize(name, source, scale, channels=None):
@@ -93,18 +93,9 @@ def _bottleneck(
     a2 = quantize("a2", mid, 0.03)
     expanded = conv("expand", a2, WIDE, narrow, 1)
     quantize("y", expanded, 0.05)
-    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    model = float_model(nodes, initializers, [1, WIDE, SIZE, SIZE], opset=19)
     if narrow_output:
-        outputs.append(helper.make_tensor_value_info("a2", TensorProto.FLOAT, None))
-    graph = helper.make_graph(
-        nodes,
-        "bottleneck",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, WIDE, SIZE, SIZE])],
-        outputs,
-        initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    model.ir_version = MAX_RUNTIME_IR_VERSION
+        model.graph.output.append(helper.make_tensor_value_info("a2", TensorProto.FLOAT, None))
     return onnx.shape_inference.infer_shapes(model)
 
 

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 from b2s_onnx.parity.runtime import run_onnxruntime
-from b2s_onnx.rewrites import apply_rewrites
+from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES, apply_rewrites
 from b2s_onnx.rewrites.stride_one_conv_transpose import StrideOneConvTranspose
-from tests.helpers import assert_well_formed, float_model
+from tests.helpers import float_model, rewritten_copy
 
 NAME = StrideOneConvTranspose.name
 
@@ -43,12 +43,9 @@ def _check(model: onnx.ModelProto) -> onnx.ModelProto:
     dims = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
     x = np.random.default_rng(1).standard_normal(dims).astype(np.float32)
     expected = _run(model, x)
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten)
+    report, rewritten = rewritten_copy(model, *CONVERTED_MODEL_REWRITES)
     assert [(f.rewrite, f.exact) for f in report.fired] == [(NAME, False)]
     assert [n.op_type for n in rewritten.graph.node] == ["Conv"]
-    assert_well_formed(rewritten)
     actual = _run(rewritten, x)
     assert actual.shape == expected.shape
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)

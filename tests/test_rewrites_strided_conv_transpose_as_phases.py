@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from onnx import helper
 
 from b2s_onnx.parity.runtime import run_onnxruntime
-from b2s_onnx.rewrites import apply_rewrites
+from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES, apply_rewrites
 from b2s_onnx.rewrites.strided_conv_transpose_as_phases import StridedConvTransposeAsPhases
-from tests.helpers import assert_well_formed, float_model
+from tests.helpers import float_model, rewritten_copy
 
 NAME = StridedConvTransposeAsPhases.name
 
@@ -62,12 +62,9 @@ def _run(model: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 def _check(model: onnx.ModelProto, x_shape) -> onnx.ModelProto:
     x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
     expected = _run(model, x)
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten)
+    report, rewritten = rewritten_copy(model, *CONVERTED_MODEL_REWRITES)
     assert [(f.rewrite, f.exact) for f in report.fired if f.rewrite == NAME] == [(NAME, False)]
     assert "ConvTranspose" not in [n.op_type for n in rewritten.graph.node]
-    assert_well_formed(rewritten)
     actual = _run(rewritten, x)
     assert actual.shape == expected.shape
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
@@ -127,9 +124,7 @@ def test_any_geometry_that_qualifies_computes_the_same(stride, taps, size, data)
     kernel = tuple(t * stride for t in taps)
     pads = tuple(data.draw(st.integers(0, kernel[a % 2] - 1)) for a in range(4))
     model = _model(kernel=kernel, stride=stride, pads=pads, size=size, seed=sum(pads))
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten)
+    report, rewritten = rewritten_copy(model, *CONVERTED_MODEL_REWRITES)
     if NAME not in [f.rewrite for f in report.fired]:
         return  # phases of different sizes or needing a crop: declined, checked above
     x = np.random.default_rng(2).standard_normal([1, 5, *size]).astype(np.float32)

@@ -15,13 +15,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
-from b2s_onnx.rewrites import apply_rewrites
 from b2s_onnx.rewrites.quantized_input_channels_to_four import QuantizedInputChannelsToFour
 from b2s_onnx.rewrites.strided_input_conv_as_space_to_depth import (
     StridedInputConvAsSpaceToDepth,
     _rearranged,
 )
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, assert_well_formed
+from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy
 
 NAME = StridedInputConvAsSpaceToDepth.name
 
@@ -82,13 +81,7 @@ def _model(
 
 
 def _rewritten(model, rewrites=None):
-    rewrites = rewrites or (StridedInputConvAsSpaceToDepth(),)
-    rewritten = onnx.ModelProto()
-    rewritten.CopyFrom(model)
-    report = apply_rewrites(rewritten, rewrites)
-    assert_well_formed(rewritten)
-    onnx.checker.check_model(rewritten, full_check=True)
-    return report, rewritten
+    return rewritten_copy(model, *(rewrites or (StridedInputConvAsSpaceToDepth(),)))
 
 
 def _assert_same_bytes(model, rewritten, channels, size, seed=1):

@@ -8,13 +8,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from b2s_onnx.ir.int8_coverage import optimized_graph
 from b2s_onnx.parity.runtime import run_onnxruntime
 from b2s_onnx.rewrites import CONVERTED_MODEL_REWRITES
 from b2s_onnx.rewrites.zero_filter_scale import LIVE_FILTER, ZeroFilterScale
-from tests.helpers import MAX_RUNTIME_IR_VERSION, assert_same_bits, rewritten_copy, run_unoptimized
+from tests.helpers import assert_same_bits, float_model, rewritten_copy, run_unoptimized
 
 NAME = ZeroFilterScale.name
 CHANNELS = 8
@@ -58,16 +58,7 @@ def _model(dead_scale=0.0, dead_weights=True, per_tensor=False, reader="Quantize
     else:
         del values["ys"], values["yz"]
         nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in values.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    model.ir_version = MAX_RUNTIME_IR_VERSION
-    return onnx.shape_inference.infer_shapes(model)
+    return onnx.shape_inference.infer_shapes(float_model(nodes, values, SHAPE, opset=19))
 
 
 def _feeds():
@@ -192,16 +183,7 @@ def _matmul(dead_scale=0.0):
         helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"]),
         helper.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, rows])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-        [numpy_helper.from_array(np.asarray(v), k) for k, v in values.items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
-    model.ir_version = MAX_RUNTIME_IR_VERSION
-    return onnx.shape_inference.infer_shapes(model)
+    return onnx.shape_inference.infer_shapes(float_model(nodes, values, [4, rows], opset=19))
 
 
 def test_a_zero_column_of_a_quantized_matmul_with_a_bias_keeps_its_bias_in_qgemm():

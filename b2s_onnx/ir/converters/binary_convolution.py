@@ -28,7 +28,7 @@ from onnx.helper import tensor_dtype_to_np_dtype
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters.convolution import CONVOLUTION, _spatial_lists
+from b2s_onnx.ir.converters.convolution import CONVOLUTION, _spatial_lists, same_pads
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Choice, Float
 from b2s_onnx.ir.reader import Layer
@@ -130,11 +130,5 @@ def _pads(ctx, layer, data, kernel, strides, dilations) -> tuple[list[int], list
             raise B2SError(
                 f"{layer.where()}: auto_pad={auto_pad} needs the static height and width of input 0"
             )
-        begin, end = [], []
-        for size, k, s, d in zip(shape[2:], kernel, strides, dilations, strict=True):
-            total = max((-(-size // s) - 1) * s + (k - 1) * d + 1 - size, 0)
-            small, large = total // 2, total - total // 2
-            begin.append(small if auto_pad == "same_upper" else large)
-            end.append(large if auto_pad == "same_upper" else small)
-        return begin, end
+        return same_pads(shape[2:], kernel, strides, dilations, upper=auto_pad == "same_upper")
     return list(layer.attrs["pads_begin"]), list(layer.attrs["pads_end"])

@@ -80,14 +80,22 @@ def _without_dilated_same(ctx, layer, data, kernel, strides, dilations, padding)
     sizes = None if shape is None else shape[2:]
     if sizes is None or any(s is None for s in sizes) or any(k is None for k in kernel):
         raise B2SError(f"{layer.where()}: dilated {mode.lower()} padding needs static sizes")
+    begins, ends = same_pads(sizes, kernel, strides, dilations, upper=mode == "SAME_UPPER")
+    return {"pads": begins + ends}
+
+
+def same_pads(sizes, kernel, strides, dilations, *, upper: bool) -> tuple[list[int], list[int]]:
+    """OpenVINO's SAME padding of static ``sizes`` (one per spatial axis): the output keeps
+    ``ceil(size / stride)`` positions and the odd pixel of the total goes at the end
+    (``same_upper``) or the beginning (``same_lower``). (begins, ends)."""
     begins, ends = [], []
     for size, k, stride, dilation in zip(sizes, kernel, strides, dilations, strict=True):
         out = -(-size // stride)
         total = max(0, (out - 1) * stride + (k - 1) * dilation + 1 - size)
-        front = total // 2 if mode == "SAME_UPPER" else total - total // 2
+        front = total // 2 if upper else total - total // 2
         begins.append(front)
         ends.append(total - front)
-    return {"pads": begins + ends}
+    return begins, ends
 
 
 def _kernel(ctx, weights: str, spatial: int) -> list[int | None]:

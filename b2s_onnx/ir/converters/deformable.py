@@ -17,6 +17,7 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters._constants import float32s as _f32
 from b2s_onnx.ir.converters._constants import int64s as _i64
+from b2s_onnx.ir.converters.convolution import same_pads
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, Ints
 from b2s_onnx.ir.converters.schema import Int as IntAttr
@@ -47,12 +48,10 @@ def _leading_pads(ctx: ConversionContext, layer: Layer, data: str, kernel: list[
         raise B2SError(
             f"{layer.where()}: attribute auto_pad='{mode}' needs static spatial dimensions"
         )
-    pads = []
-    for size, k, s, d in zip(shape[2:], kernel, attrs["strides"], attrs["dilations"], strict=True):
-        out = -(-size // s)
-        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
-        pads.append(total // 2 if mode == "same_upper" else total - total // 2)
-    return pads
+    begins, _ = same_pads(
+        shape[2:], kernel, attrs["strides"], attrs["dilations"], upper=mode == "same_upper"
+    )
+    return begins
 
 
 def _corners(
