@@ -1,4 +1,4 @@
-"""How much of OpenVINO's opsets 1-16 converts, measured against the opset table."""
+"""How much of OpenVINO's opsets 1-17 converts, measured against the opset table."""
 
 from __future__ import annotations
 
@@ -46,7 +46,8 @@ def test_later_opsets_keep_most_ops_and_structural_ones_are_excluded():
 @pytest.mark.openvino
 def test_opset_table_matches_the_installed_openvino():
     """Each opset's factory builds each tabulated type at the tabulated version, and
-    refuses the types the opset lacks."""
+    refuses the types the opset lacks. OpenVINO 2026.4's opset 17 is still being filled:
+    its factory holds the ops it adds to opset 16 and only a few of the others."""
     factory_module = pytest.importorskip("openvino._pyopenvino")
     names = set(all_versions()) | {"Parameter", "Result"}
     for number in range(1, LATEST + 1):
@@ -58,4 +59,7 @@ def test_opset_table_matches_the_installed_openvino():
             except Exception:  # the factory's way to say "not in this opset"
                 continue
             found.add((info.name, info.version_id))
+        if number == 17:
+            assert set(opset(17)) - set(opset(16)) <= found <= set(opset(17))
+            continue
         assert found == set(opset(number)), f"opset{number}"

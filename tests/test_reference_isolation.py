@@ -33,3 +33,22 @@ def test_a_b2s_error_in_the_child_keeps_its_message(tmp_path):
     missing = tmp_path / "missing.xml"
     with pytest.raises(B2SError, match=r"missing\.xml: no such file$"):
         run_isolated(read_ir_xml, missing)
+
+
+def test_openvino_source_locations_give_way_to_what_went_wrong():
+    from b2s_onnx.parity.runtime import first_line
+
+    message = (
+        "Exception from src/inference/src/cpp/core.cpp:117:\n"
+        "Exception from src/inference/src/dev/plugin.cpp:54:\n"
+        "Check 'newNode' failed at src/plugins/intel_cpu/src/node.cpp:1626:\n"
+        "Unsupported operation of type: GroupedMatMul name: G_3\n"
+        "Details:\n"
+    )
+    assert (
+        first_line(RuntimeError(message))
+        == "Unsupported operation of type: GroupedMatMul name: G_3"
+    )
+    assert first_line(RuntimeError("plain\nmore")) == "plain"
+    assert first_line(RuntimeError("Exception from a.cpp:1:")) == "Exception from a.cpp:1:"
+    assert first_line(RuntimeError("")) == "RuntimeError"

@@ -333,3 +333,30 @@ def test_softplus_of_a_mish_is_left_to_the_mish_rewrite():
     ]
     report = apply_rewrites(_model(nodes))
     assert [f.rewrite for f in report.fired] == ["mish-as-exponentials"]
+
+
+def test_a_tensor_a_subgraph_reads_counts_that_reader():
+    """A tensor read by one node and by an If's branch has two readers: a rewrite that asks
+    for the only reader gets none, and nothing may rename it."""
+    from b2s_onnx.rewrites._index import GraphIndex
+
+    branch = helper.make_graph(
+        [helper.make_node("Neg", ["t"], ["n"])],
+        "branch",
+        [],
+        [helper.make_tensor_value_info("n", onnx.TensorProto.FLOAT, None)],
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["t"]),
+        helper.make_node("Sigmoid", ["t"], ["s"]),
+        helper.make_node("ReduceMax", ["x"], ["m"], keepdims=0),
+        helper.make_node("Greater", ["m", "zero"], ["c"]),
+        helper.make_node("If", ["c"], ["b"], then_branch=branch, else_branch=branch),
+        helper.make_node("Add", ["s", "b"], ["y"]),
+    ]
+    model = _model(nodes, {"zero": np.float32(0)})
+    index = GraphIndex(model)
+    assert [n.op_type for n in index.consumers["t"]] == ["Sigmoid", "If"]
+    assert index.only_consumer("t") is None
+    assert not index.can_rename("t")
+    assert index.only_consumer("s") is not None

@@ -1,4 +1,4 @@
-"""The op types of OpenVINO's opsets 1-16, as the IR names them (``type`` and ``version``).
+"""The op types of OpenVINO's opsets 1-17, as the IR names them (``type`` and ``version``).
 
 An IR layer says ``type="Gather" version="opset8"``: the version is the opset that
 introduced that definition of the op, not the opset the model was built from, so one
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from functools import cache
 
-LATEST = 16
+LATEST = 17
 STRUCTURAL = frozenset({"Parameter", "Result", "Const", "Constant"})
 
 _OPSET1 = (
@@ -393,6 +393,7 @@ _CHANGES: dict[int, tuple[tuple[str, ...], tuple[str, ...]]] = {
             "OneHot-1",
         ),
     ),
+    17: (("ErfInv-17", "GroupedMatMul-17"), ()),
 }
 
 
@@ -403,7 +404,7 @@ def _pair(item: str) -> tuple[str, str]:
 
 @cache
 def opset(number: int) -> frozenset[tuple[str, str]]:
-    """The (type, version) pairs opset ``number`` (1..16) holds, e.g. ("Gather", "opset8")."""
+    """The (type, version) pairs opset ``number`` (1..17) holds, e.g. ("Gather", "opset8")."""
     if not 1 <= number <= LATEST:
         raise ValueError(f"OpenVINO opset {number} is not tabulated (1..{LATEST})")
     if number == 1:

@@ -155,7 +155,10 @@ def run_isolated(target: Callable, *args):
     if status == "bad-input":
         raise B2SError(payload)
     if status == "error":
-        raise B2SError(f"reference openvino-cpu failed: {payload}")
+        raise B2SError(
+            f"reference openvino-cpu failed: {payload}; --reference onnx checks the "
+            "conversion without it"
+        )
     return payload
 
 

@@ -8,6 +8,7 @@ either direction, so those tensors travel as their uint16 bit patterns: fed thro
 from __future__ import annotations
 
 import ctypes
+import re
 from collections.abc import Mapping
 
 import ml_dtypes
@@ -15,11 +16,17 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+#: Lines of an OpenVINO message that only say where in its sources it was raised
+#: ("Exception from src/inference/src/cpp/core.cpp:117:", "Check 'x' failed at ...:").
+_SOURCE_LOCATION = re.compile(r"^(Exception from \S+:\d+:|Check '.*' failed at \S+:\d+:)$")
+
 
 def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message: runtimes append multi-line context."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """The first line of an exception's message that says what went wrong: runtimes append
+    multi-line context, and OpenVINO opens with the source locations it passed through."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    telling = [line for line in lines if not _SOURCE_LOCATION.match(line)]
+    return (telling or lines or [type(exc).__name__])[0]
 
 
 def make_session(model: onnx.ModelProto, threads: int = 1) -> ort.InferenceSession:

@@ -51,13 +51,14 @@ class GraphIndex:
         self.orphaned: set[str] = set()
         self._pending: list[tuple[list[onnx.NodeProto], list[onnx.NodeProto]]] = []
         self._renames: dict[str, str] = {}
-        self._outer_reads: set[str] | None = None
+        self._outer_reads: set[str] = set()
         self._claimed: set[int] = set()
         self._reindex()
 
     def _reindex(self) -> None:
         self.producer: dict[str, onnx.NodeProto] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        self._outer_reads = set()
         for node in self.graph.node:
             for name in node.output:
                 if name:
@@ -65,6 +66,12 @@ class GraphIndex:
             for name in node.input:
                 if name:
                     self.consumers[name].append(node)
+            # A Loop/If/Scan whose body reads an outer tensor reads it too: a rewrite that
+            # sees every reader then leaves the tensor (and its producer) in place.
+            implicit = outer_reads(node)
+            self._outer_reads |= implicit
+            for name in implicit - set(node.input):
+                self.consumers[name].append(node)
         self._pending.clear()
         self._claimed.clear()
         #: Facts rewrites derive from this pass's graph (cleared when the graph changes).
@@ -225,11 +232,12 @@ class GraphIndex:
     def can_rename(self, name: str) -> bool:
         """Whether readers of ``name`` can be pointed elsewhere: it is no graph output and
         no subgraph reads it from the outer scope."""
-        if name in self.graph_outputs:
-            return False
-        if self._outer_reads is None:
-            self._outer_reads = set().union(*(outer_reads(n) for n in self.graph.node))
-        return name not in self._outer_reads
+        return name not in self.graph_outputs and not self.read_by_subgraph(name)
+
+    def read_by_subgraph(self, name: str) -> bool:
+        """Whether a Loop/If/Scan body reads ``name`` from the outer scope (such a reader is
+        among :attr:`consumers` but cannot be pointed elsewhere by a rename)."""
+        return name in self._outer_reads
 
     def rename_later(self, old: str, new: str) -> None:
         """At commit, every reader of ``old`` reads ``new`` (check :meth:`can_rename`)."""

@@ -114,7 +114,7 @@ def supported_ops() -> list[tuple[str, str]]:
 
 
 def missing_ops() -> dict[str, list[str]]:
-    """Op versions of OpenVINO's opsets 1-16 without a converter: type -> versions."""
+    """Op versions of OpenVINO's opsets 1-{LATEST} without a converter: type -> versions."""
     registered = {(name.lower(), version) for name, version in CONVERTERS}
     missing: dict[str, list[str]] = {}
     for name, versions in all_versions().items():
@@ -130,8 +130,8 @@ def _numbers(versions: Iterable[str]) -> str:
 
 def markdown_table() -> str:
     """The supported IR layers as Markdown, generated from this registry, followed by the
-    op types of opsets 1-16 it lacks: those no ONNX graph can compute, with the reason,
-    then any not converted yet."""
+    op types of the tabulated opsets (1 to ``LATEST``) it lacks: those no ONNX graph can
+    compute, with the reason, then any not converted yet."""
     versions: dict[str, list[str]] = {}
     for layer_type, version in supported_ops():
         versions.setdefault(layer_type, []).append(version)
