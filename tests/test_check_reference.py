@@ -3,6 +3,8 @@ numpy. A pure data-movement lowering must then agree bit for bit, whatever surro
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -281,3 +283,20 @@ def test_partitioned_reference_equals_onnx_reference_on_any_dag(ops, outputs):
     for name, value in whole.outputs.items():
         assert split.outputs[name].tobytes() == np.asarray(value).tobytes(), name
     assert b2s_onnx.check(model).passed
+
+
+@pytest.mark.openvino
+def test_check_of_an_ir_path_converts_and_compares_with_openvino(tmp_path):
+    """``b2s_onnx.check("model.xml")`` checks the conversion as ``b2s-onnx check`` does; a
+    wrong ``lowered`` model is a failure, not a crash."""
+    pytest.importorskip("openvino")
+    xml = str(Path(__file__).parent.parent / "models" / "ir" / "dilated_block.xml")
+    result = b2s_onnx.check(xml, seed=3)
+    assert result.passed
+    assert result.reference == "openvino-cpu"
+    assert result.outputs[0].atol == pytest.approx(1e-4)
+    wrong = b2s_onnx.convert_ir(xml)
+    bias = next(t for t in wrong.graph.initializer if t.data_type == TensorProto.FLOAT)
+    array = onnx.numpy_helper.to_array(bias) + 1.0
+    bias.CopyFrom(onnx.numpy_helper.from_array(array.astype(np.float32), bias.name))
+    assert not b2s_onnx.check(xml, lowered=wrong).passed

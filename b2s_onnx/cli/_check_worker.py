@@ -40,25 +40,16 @@ def _check(model: Path, options: dict, progress=None):
     }
     lowered = Path(options["lowered"]) if options["lowered"] else None
     if model.suffix.lower() == ".xml":
-        from b2s_onnx.io import load_model
-        from b2s_onnx.ir.convert import convert_ir_model
-        from b2s_onnx.parity.ir_check import check_ir
+        from b2s_onnx.parity.ir_check import check_ir_file
 
-        bin_path = options["bin"]
-        if progress is not None:
-            progress("converting")
-        conversion = convert_ir_model(model, bin_path)
-        converted = load_model(lowered) if lowered else conversion.model
-        return check_ir(
+        return check_ir_file(
             model,
-            converted,
-            bin_path=bin_path,
-            unlowered=conversion.unlowered,
+            bin_path=options["bin"],
+            lowered=lowered,
             reference=options["reference"],
             atol=options["atol"],
             rtol=options["rtol"],
             per_layer=options.get("per_layer", False),
-            ports=conversion.ports,
             **common,
         )
     from b2s_onnx.parity import check

@@ -250,7 +250,31 @@ def check(
     ``lowered`` was made; found here when ``lowered`` is None) are compared within
     :mod:`b2s_onnx.parity.rewrite_tolerance`'s tolerance where no tolerance was given, and
     their reports say why (``tolerance_reason``).
+
+    An OpenVINO IR (a path ending in ``.xml``, its weights beside it) is converted and the
+    conversion checked against OpenVINO's CPU plugin (``reference`` "auto"/"openvino", or
+    "onnx"), as ``b2s-onnx check model.xml`` does; tolerances left at 0 take the IR
+    defaults, and ``domains``/``rewrites`` do not apply.
     """
+    if isinstance(model, (str, os.PathLike)) and Path(model).suffix.lower() == ".xml":
+        from b2s_onnx.parity.ir_check import check_ir_file
+
+        return check_ir_file(
+            model,
+            lowered=lowered,
+            opset=opset,
+            inputs=inputs,
+            seed=seed,
+            dim_sizes=dim_sizes,
+            input_shapes=input_shapes,
+            atol=atol,
+            rtol=rtol,
+            reference=reference,
+            val_range=val_range,
+            compare=compare,
+            progress=progress,
+            per_layer=per_layer,
+        )
     step = progress or (lambda _stage: None)
     original = load_onnx(model)
     timings: dict[str, float] = {}

@@ -288,3 +288,31 @@ def check_ir(
         result.per_layer = layers.to_dict()
         timings["per_layer_s"] = layers.seconds
     return result
+
+
+def check_ir_file(
+    xml_path: str | os.PathLike,
+    *,
+    bin_path: str | os.PathLike | None = None,
+    lowered: onnx.ModelProto | str | os.PathLike | None = None,
+    opset: int | None = None,
+    **options,
+) -> CheckResult:
+    """Converts the IR and checks the conversion (or ``lowered``, a model converted from it
+    before) with :func:`check_ir`: what ``b2s-onnx check model.xml`` and
+    ``b2s_onnx.check("model.xml")`` run. ``options`` are :func:`check_ir`'s."""
+    from b2s_onnx.ir.convert import convert_ir_model
+    from b2s_onnx.parity.check import load_onnx
+
+    if options.get("progress") is not None:
+        options["progress"]("converting")
+    conversion = convert_ir_model(xml_path, bin_path, **({} if opset is None else {"opset": opset}))
+    converted = conversion.model if lowered is None else load_onnx(lowered, "lowered")
+    return check_ir(
+        xml_path,
+        converted,
+        bin_path=bin_path,
+        unlowered=conversion.unlowered,
+        ports=conversion.ports,
+        **options,
+    )

@@ -140,9 +140,8 @@ def _by_groups(
     )
 
     g, keep, acc = ctx.tmp("group"), ctx.tmp("cond"), ctx.tmp("acc")
-    names = {n: ctx.tmp(n) for n in ("begin", "end", "b1", "e1", "part", "w", "prod", "span")}
-    names |= {n: ctx.tmp(n) for n in ("count", "last", "index", "column", "next", "going")}
-    n = names
+    hints = "begin end b1 e1 part w prod span count last index column next going"
+    n = {hint: ctx.tmp(hint) for hint in hints.split()}
     axis0 = int64s(ctx, "axis0", [0])
     one = int64s(ctx, "one", 1)
     body = [
