@@ -482,6 +482,63 @@ def test_prior_box_clustered_is_a_constant_equal_to_openvino(tmp_path):
     assert "PriorBoxClustered" not in {n.op_type for n in converted.graph.node}
 
 
+RUN_TIME_PRIORS = {
+    "per-prior-steps": {
+        "width": [10.0, 20.5, 33.0],
+        "height": [12.0, 8.0, 40.0],
+        "clip": True,
+        "offset": 0.5,
+        "variance": [0.1, 0.1, 0.2, 0.2],
+    },
+    "one-step-one-variance": {
+        "width": [10.0],
+        "height": [12.0],
+        "clip": False,
+        "offset": 0.5,
+        "variance": [0.1],
+        "step": 16.0,
+    },
+    "fixed-image-and-steps": {
+        "width": [30.0, 50.0],
+        "height": [30.0, 20.0],
+        "clip": False,
+        "offset": 0.25,
+        "variance": [0.1, 0.1, 0.2, 0.2],
+        "step_w": 7.0,
+        "step_h": 9.0,
+        "img_w": 300.0,
+        "img_h": 200.0,
+    },
+}
+
+
+@pytest.mark.parametrize("attrs", RUN_TIME_PRIORS.values(), ids=RUN_TIME_PRIORS.keys())
+def test_prior_box_clustered_on_run_time_sizes_is_bit_exact(tmp_path, attrs):
+    """With dynamic H and W the priors are computed by ONNX ops, in OpenVINO's float32
+    order: bit for bit what the plugin computes at each size."""
+    feature = o1.parameter([1, 4, -1, -1], F32, name="feature")
+    image = o1.parameter([1, 3, -1, -1], F32, name="image")
+
+    def spatial(node):
+        return o1.strided_slice(o3.shape_of(node), c([2]), c([4]), c([1]), [0], [0])
+
+    priors = o1.prior_box_clustered(spatial(feature), spatial(image), attrs)
+    xml = tmp_path / "priors.xml"
+    ov.save_model(ov.Model([priors], [feature, image]), xml, compress_to_fp16=False)
+    converted = b2s_onnx.convert_ir(xml)
+    onnx.checker.check_model(converted, full_check=True)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    for h, w, image_h, image_w in ((5, 7, 300, 300), (19, 19, 300, 300), (3, 10, 97, 333)):
+        feeds = {
+            "feature": np.zeros([1, 4, h, w], F32),
+            "image": np.zeros([1, 3, image_h, image_w], F32),
+        }
+        (ours,) = run_onnxruntime(converted, feeds).values()
+        theirs = compiled(feeds)[0]
+        assert ours.shape == theirs.shape == (2, 4 * h * w * len(attrs["width"]))
+        assert ours.tobytes() == theirs.tobytes()
+
+
 @pytest.mark.parametrize(
     ("name", "build", "shape"),
     [

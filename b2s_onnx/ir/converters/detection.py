@@ -1,7 +1,8 @@
 """Prior-box generators: pure functions of shapes, so they are computed here, as constants.
 
 They need their two inputs (feature-map size and image size) to be constants, which they
-are in any model with static shapes (ShapeOf of static tensors folds).
+are in any model with static shapes (ShapeOf of static tensors folds). PriorBoxClustered
+on sizes known only at run time is computed by ONNX ops instead (``prior_grid.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters.prior_grid import prior_box_clustered_at_run_time
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Float, Floats
 from b2s_onnx.ir.reader import Layer
@@ -113,6 +115,9 @@ def prior_box_clustered(
 
 @converts("PriorBoxClustered", (1,), inputs=(2, 2), attrs=PRIOR_BOX_CLUSTERED)
 def prior_box_clustered_layer(ctx, layer, inputs):
+    if ctx.value(inputs[0]) is None or ctx.value(inputs[1]) is None:
+        prior_box_clustered_at_run_time(ctx, layer, inputs, _variance(layer))
+        return
     value = prior_box_clustered(layer, *_sizes(ctx, layer, inputs))
     ctx.add_constant(ctx.out(layer), value)
 
