@@ -300,3 +300,45 @@ def test_check_of_an_ir_path_converts_and_compares_with_openvino(tmp_path):
     array = onnx.numpy_helper.to_array(bias) + 1.0
     bias.CopyFrom(onnx.numpy_helper.from_array(array.astype(np.float32), bias.name))
     assert not b2s_onnx.check(xml, lowered=wrong).passed
+
+
+def _ir_without_output_names(tmp_path: Path) -> Path:
+    """Two Results whose tensors have no names, as PyTorch's frontend writes them."""
+    import re
+
+    ov = pytest.importorskip("openvino")
+    import openvino.opset1 as o1
+
+    x = o1.parameter([2, 3], np.float32, name="x")
+    model = ov.Model([o1.sigmoid(x).output(0), o1.relu(x).output(0)], [x])
+    xml = tmp_path / "unnamed.xml"
+    ov.save_model(model, xml, compress_to_fp16=False)
+    xml.write_text(re.sub(r' names="Result_\d+"', "", xml.read_text()))
+    return xml
+
+
+@pytest.mark.openvino
+def test_check_matches_outputs_without_tensor_names_by_their_result_layers(tmp_path):
+    xml = _ir_without_output_names(tmp_path)
+    result = b2s_onnx.check(str(xml))
+    assert result.passed
+    assert len(result.outputs) == 2
+    assert all(o.max_abs_error < 1e-6 for o in result.outputs)
+    swapped = b2s_onnx.convert_ir(xml)
+    first, second = (o.name for o in swapped.graph.output)
+    for node in swapped.graph.node:
+        node.output[:] = [{first: second, second: first}.get(n, n) for n in node.output]
+    assert not b2s_onnx.check(str(xml), lowered=swapped).passed
+
+
+@pytest.mark.openvino
+def test_check_of_an_ir_that_returns_its_input(tmp_path):
+    ov = pytest.importorskip("openvino")
+    import openvino.opset1 as o1
+
+    x = o1.parameter([2, 3], np.float32, name="x")
+    xml = tmp_path / "identity.xml"
+    ov.save_model(ov.Model([x.output(0)], [x]), xml, compress_to_fp16=False)
+    result = b2s_onnx.check(str(xml))
+    assert result.passed
+    assert result.outputs[0].max_abs_error == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import onnx
 import pytest
@@ -936,3 +937,88 @@ def test_explicit_broadcast_without_its_axes_mapping_is_refused(tmp_path):
     xml.write_text(xml.read_text().replace('mode="numpy"', 'mode="explicit"'))
     with pytest.raises(B2SError, match=r"explicit Broadcast needs input 2 \(axes_mapping\)"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize(
+    ("a_shape", "b_shape", "transpose_a", "transpose_b"),
+    [
+        ([4, 3], [4], True, False),
+        ([2, 4, 3], [4], True, False),
+        ([4], [3, 4], False, True),
+        ([4], [2, 4, 3], False, False),
+        ([3, 4], [4], False, False),
+        ([-1, 4, 3], [4], True, False),
+    ],
+)
+def test_matmul_of_a_vector_and_a_transposed_matrix_matches_openvino(
+    tmp_path, a_shape, b_shape, transpose_a, transpose_b
+):
+    """onnxruntime fused a transposed A with a 1-D B into a wrong FusedMatMul (found by a
+    sweep of PyTorch-written IRs: ``W.t() @ v``); the vector is now lifted to a matrix."""
+    feeds = {
+        "in0": np.random.default_rng(3).standard_normal([d if d > 0 else 2 for d in a_shape]),
+        "in1": np.random.default_rng(4).standard_normal(b_shape),
+    }
+    pairs, _ = run_both(
+        tmp_path,
+        lambda a, b: o1.matmul(a, b, transpose_a, transpose_b),
+        [a_shape, b_shape],
+        feeds={k: v.astype(F32) for k, v in feeds.items()},
+    )
+    assert_close(pairs, atol=1e-5)
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_convert_to_bf16_rounds_as_openvino(tmp_path, static):
+    """A Convert to bf16 rounds to bf16 (ties to even) even though bf16 computes as f32:
+    the CPU plugin does (found converting a PyTorch bf16 block). Static shapes only are
+    compared element for element: with dynamic ones the plugin rounds some values another
+    way, and the converted model rounds the same way for both."""
+    x = np.array([0.5, 1000.3, 2049.0, 2051.0, 1.00390625, -1.01171875, 3.0e38], F32)
+    x = np.concatenate([x, np.random.default_rng(0).standard_normal(500).astype(F32) * 300])
+    pairs, _ = run_both(
+        tmp_path,
+        lambda a: o1.convert(o1.convert(a, "bf16"), "f32"),
+        [[x.size] if static else [-1]],
+        feeds={"in0": x},
+    )
+    ours, theirs = pairs[0]
+    expected = x.astype(ml_dtypes.bfloat16).astype(F32)
+    assert ours.tobytes() == expected.tobytes()
+    if static:
+        assert ours.tobytes() == theirs.tobytes()
+
+
+def test_variadic_split_with_the_rest_of_a_dynamic_axis_matches_openvino(tmp_path):
+    """split_lengths [2, -1, 1] on an axis of unknown size: the -1 is resolved at run time
+    (it was refused; PyTorch's frontend writes it for uneven splits)."""
+
+    def build(a):
+        return list(o1.variadic_split(a, c(1), c([2, -1, 1])).outputs())
+
+    for size in (4, 9):
+        feeds = {"in0": np.random.default_rng(size).standard_normal([2, size]).astype(F32)}
+        pairs, _ = run_both(tmp_path, build, [[2, -1]], feeds=feeds)
+        assert [ours.shape for ours, _ in pairs] == [(2, 2), (2, size - 3), (2, 1)]
+        assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower"])
+@pytest.mark.parametrize(("strides", "dilations"), [([1, 1], [2, 2]), ([2, 1], [2, 3])])
+def test_dilated_same_convolution_on_dynamic_sizes_matches_openvino(
+    tmp_path, auto_pad, strides, dilations
+):
+    """onnxruntime refuses SAME auto-padding with dilations: on sizes known only at run
+    time the data is padded by amounts computed from its shape (it was refused)."""
+    weights = rng_const([6, 3, 3, 2], seed=5)
+    grouped = rng_const([3, 1, 1, 3, 3], seed=6)
+
+    def build(a):
+        plain = o1.convolution(a, weights, strides, [0, 0], [0, 0], dilations, auto_pad)
+        depthwise = o1.group_convolution(a, grouped, strides, [0, 0], [0, 0], dilations, auto_pad)
+        return [plain, depthwise]
+
+    for h, w in ((9, 10), (6, 7)):
+        feeds = {"in0": np.random.default_rng(h).standard_normal([1, 3, h, w]).astype(F32)}
+        pairs, _ = run_both(tmp_path, build, [[1, 3, -1, -1]], feeds=feeds)
+        assert_close(pairs, atol=1e-5)

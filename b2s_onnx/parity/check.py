@@ -139,19 +139,23 @@ def compare_outputs(
     tolerance_reasons = tolerance_reasons or {}
     for name in names:
         a, r = _tolerance(atol, name), _tolerance(rtol, name)
-        if name not in actual:
+        if name not in actual or name not in expected:
+            side = actual if name not in expected else expected
+            known = np.asarray(side[name]) if name in side else np.zeros(0)
             reports.append(
                 OutputReport(
                     name,
-                    str(expected[name].dtype),
-                    list(expected[name].shape),
+                    str(known.dtype),
+                    list(known.shape),
                     False,
                     -1,
                     float("inf"),
                     float("inf"),
                     a,
                     r,
-                    "missing from the lowered model",
+                    "missing from the lowered model"
+                    if name not in actual
+                    else "the reference returned no output matching it",
                 )
             )
             continue

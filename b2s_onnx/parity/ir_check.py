@@ -16,6 +16,7 @@ import onnx
 from b2s_onnx.builders import DEFAULT_DOMAIN
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.port_map import PortMap
+from b2s_onnx.ir.reader import read_ir_xml, topological_order
 from b2s_onnx.parity.check import CheckResult, OutputReport, Tasks, Tolerance, finish_check
 from b2s_onnx.parity.inputs import ValueRange, make_inputs, option_warnings
 from b2s_onnx.parity.quantized_spread import FLOAT_SIMULATION_CONFIG, widen_by_spread
@@ -69,7 +70,11 @@ def _run_openvino(
     feeds: Mapping[str, np.ndarray],
     names: Sequence[str],
     config: Mapping[str, str] | None = None,
+    results: Sequence[str] = (),
 ) -> dict[str, np.ndarray]:
+    """OpenVINO's outputs keyed by the converted model's output ``names``: matched by tensor
+    name, or, for a Result whose tensor has none (PyTorch's frontend writes such IRs), by
+    the Result layer's name in ``results`` (aligned with ``names``)."""
     import openvino as ov
 
     core = ov.Core()
@@ -84,13 +89,24 @@ def _run_openvino(
         if not match:
             raise B2SError(f"OpenVINO input {sorted(port.get_names())} has no converted input")
         by_name[port] = feeds[match[0]]
-    results = compiled(by_name)
+    values = compiled(by_name)
     outputs = {}
+    by_result = dict(zip(results, names, strict=False))
     for port in compiled.outputs:
         match = [n for n in names if n in port.get_names()]
+        if not match and port.get_node().get_friendly_name() in by_result:
+            match = [by_result[port.get_node().get_friendly_name()]]
         if match:
-            outputs[match[0]] = np.asarray(results[port])
+            outputs[match[0]] = np.asarray(values[port])
     return outputs
+
+
+def _result_layers(xml_path: str | os.PathLike, count: int) -> list[str]:
+    """The IR's Result layer names in the order the converter declares its outputs (the
+    layers' topological order), or none when that does not give one per output."""
+    ir = read_ir_xml(Path(xml_path))
+    names = [layer.name for layer in topological_order(ir) if layer.type == "Result"]
+    return names if len(names) == count else []
 
 
 def _start_method() -> str:
@@ -212,7 +228,13 @@ def check_ir(
     def openvino_outputs(config: Mapping[str, str] | None = None) -> dict[str, np.ndarray]:
         weights = None if bin_path is None else Path(bin_path)
         return run_isolated(
-            _run_openvino, Path(xml_path), weights, dict(feeds), list(names), config
+            _run_openvino,
+            Path(xml_path),
+            weights,
+            dict(feeds),
+            list(names),
+            config,
+            _result_layers(xml_path, len(names)),
         )
 
     if reference == "openvino":

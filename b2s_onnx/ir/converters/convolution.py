@@ -70,18 +70,47 @@ def _padding(layer: Layer, spatial: int) -> dict:
     return {"pads": begin + end}
 
 
-def _without_dilated_same(ctx, layer, data, kernel, strides, dilations, padding) -> dict:
-    """onnxruntime refuses SAME auto-padding with dilations at run time, so those pads are
-    computed here from the static spatial sizes, as OpenVINO computes them."""
+def _without_dilated_same(ctx, layer, data, kernel, strides, dilations, padding):
+    """(data, padding attributes): onnxruntime refuses SAME auto-padding with dilations at
+    run time, so those pads are computed as OpenVINO computes them, here from static
+    spatial sizes, or by a Pad of the data whose amounts come from its shape at run time."""
     mode = padding.get("auto_pad")
     if mode not in ("SAME_UPPER", "SAME_LOWER") or all(d == 1 for d in dilations):
-        return padding
+        return data, padding
+    if any(k is None for k in kernel):
+        raise B2SError(f"{layer.where()}: dilated {mode.lower()} padding needs a static kernel")
     shape = ctx.shape(data)
     sizes = None if shape is None else shape[2:]
-    if sizes is None or any(s is None for s in sizes) or any(k is None for k in kernel):
-        raise B2SError(f"{layer.where()}: dilated {mode.lower()} padding needs static sizes")
-    begins, ends = same_pads(sizes, kernel, strides, dilations, upper=mode == "SAME_UPPER")
-    return {"pads": begins + ends}
+    upper = mode == "SAME_UPPER"
+    if sizes is not None and all(s is not None for s in sizes):
+        begins, ends = same_pads(sizes, kernel, strides, dilations, upper=upper)
+        return data, {"pads": begins + ends}
+    return _run_time_same_pad(ctx, data, kernel, strides, dilations, upper), {
+        "pads": [0] * (2 * len(kernel))
+    }
+
+
+def _run_time_same_pad(ctx, data, kernel, strides, dilations, upper: bool) -> str:
+    """``data`` zero-padded as :func:`same_pads` would pad it, on sizes read at run time."""
+    spatial = len(kernel)
+    sizes = ctx.one(
+        "Slice", [ctx.one("Shape", [data]), int64s(ctx, "s", [2]), int64s(ctx, "e", [2 + spatial])]
+    )
+    stride = int64s(ctx, "strides", strides)
+    reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
+    extent = int64s(ctx, "extent", reach)
+    one = int64s(ctx, "one", 1)
+    outputs = ctx.one("Div", [ctx.one("Sub", [ctx.one("Add", [sizes, stride]), one]), stride])
+    needed = ctx.one("Mul", [ctx.one("Sub", [outputs, one]), stride])
+    total = ctx.one("Sub", [ctx.one("Add", [needed, extent]), sizes])
+    zero = int64s(ctx, "zero", 0)
+    total = ctx.one("Where", [ctx.one("Less", [total, zero]), zero, total])
+    half = ctx.one("Div", [total, int64s(ctx, "two", 2)])
+    begins = half if upper else ctx.one("Sub", [total, half])
+    ends = ctx.one("Sub", [total, begins])
+    none = int64s(ctx, "none", [0, 0])
+    pads = ctx.one("Concat", [none, begins, none, ends], axis=0)
+    return ctx.one("Pad", [data, pads], mode="constant")
 
 
 def same_pads(sizes, kernel, strides, dilations, *, upper: bool) -> tuple[list[int], list[int]]:
@@ -163,13 +192,11 @@ def convolution(ctx, layer, inputs):
     if ctx.type_of(inputs[0]) in INTEGERS:
         _integer_convolution(ctx, layer, inputs, kernel, strides, dilations, padding)
         return
+    data, padding = _without_dilated_same(
+        ctx, layer, inputs[0], kernel, strides, dilations, padding
+    )
     ctx.one(
-        "Conv",
-        inputs[:2],
-        ctx.out(layer),
-        strides=strides,
-        dilations=dilations,
-        **_without_dilated_same(ctx, layer, inputs[0], kernel, strides, dilations, padding),
+        "Conv", [data, inputs[1]], ctx.out(layer), strides=strides, dilations=dilations, **padding
     )
 
 
@@ -265,14 +292,17 @@ def group_convolution(ctx, layer, inputs):
     kernel = _kernel(ctx, inputs[1], spatial)
     padding = _padding(layer, spatial)
     weights, groups = _grouped_weights(ctx, layer, inputs[1], transposed=False)
+    data, padding = _without_dilated_same(
+        ctx, layer, inputs[0], kernel, strides, dilations, padding
+    )
     ctx.one(
         "Conv",
-        [inputs[0], weights],
+        [data, weights],
         ctx.out(layer),
         group=groups,
         strides=strides,
         dilations=dilations,
-        **_without_dilated_same(ctx, layer, inputs[0], kernel, strides, dilations, padding),
+        **padding,
     )
 
 
@@ -406,9 +436,21 @@ def _pool_attrs(ctx, layer, data) -> dict:
     attrs={"transpose_a": Bool(default=False), "transpose_b": Bool(default=False)},
 )
 def matmul(ctx, layer, inputs):
+    """A 1-D operand beside a matrix is lifted to a matrix and its axis squeezed out of
+    the product: onnxruntime 1.31 folds a Transpose of the other operand into a FusedMatMul
+    that computes a 1-D B wrongly (``A^T b`` came out as ``A.reshape(K, M) b``)."""
+    ranks = [ctx.rank(layer, tensor) for tensor in inputs]
+    lifted = None
+    if sorted(ranks)[0] == 1 and max(ranks) >= 2:
+        lifted = 0 if ranks[0] == 1 else 1  # the operand that is a vector
     operands = []
-    for tensor, key in zip(inputs, ("transpose_a", "transpose_b"), strict=True):
-        rank = ctx.rank(layer, tensor)
+    for index, (tensor, key) in enumerate(zip(inputs, ("transpose_a", "transpose_b"), strict=True)):
+        rank = ranks[index]
+        if index == lifted:
+            # [K] -> [1, K] as A, [K, 1] as B (a vector is never transposed).
+            axis = int64s(ctx, "vector_axis", [index])
+            operands.append(ctx.one("Unsqueeze", [tensor, axis]))
+            continue
         if layer.attrs[key] and rank >= 2:
             perm = [*range(rank - 2), rank - 1, rank - 2]
             value = ctx.value(tensor)
@@ -419,4 +461,9 @@ def matmul(ctx, layer, inputs):
                 note_transposed(ctx, tensor, transposed, perm)
                 tensor = transposed
         operands.append(tensor)
-    ctx.one("MatMul", operands, ctx.out(layer))
+    if lifted is None:
+        ctx.one("MatMul", operands, ctx.out(layer))
+        return
+    product = ctx.one("MatMul", operands)
+    squeezed = int64s(ctx, "vector_axis", [-2 if lifted == 0 else -1])
+    ctx.one("Squeeze", [product, squeezed], ctx.out(layer))

@@ -339,8 +339,9 @@ def variadic_split(ctx, layer, inputs):
     if -1 in lengths:
         shape = ctx.shape(inputs[0])
         dim = None if shape is None else shape[axis]
-        if dim is None:
-            raise B2SError(f"{layer.where()}: split_lengths has -1 on a dynamic axis")
+        if dim is None:  # the rest of an axis known only at run time
+            _runtime_split(ctx, layer, inputs[0], axis, inputs[2])
+            return
         lengths[lengths.index(-1)] = dim - (sum(lengths) + 1)
     _split(ctx, layer, inputs[0], axis, lengths)
 
