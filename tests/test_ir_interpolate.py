@@ -247,3 +247,30 @@ def test_integer_upsampling_matches_openvino_exactly_in_every_mode(
     )
     pairs, _ = run_both(tmp_path, build, [SHAPE])
     assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("coordinates", COORDINATES)
+@pytest.mark.parametrize("nearest_mode", NEAREST)
+def test_nearest_on_run_time_sizes_matches_openvino_exactly(tmp_path, coordinates, nearest_mode):
+    """Dynamic H and W, output size read from the input (TensorFlow's resize_nearest on a
+    dynamic image): the index tables are computed at run time, bit-exact at every size
+    (tf_half_pixel_for_nn and 'simple' were refused)."""
+
+    def build(x):
+        spatial = o1.strided_slice(o1.shape_of(x), i64([2]), i64([4]), i64([1]), [0], [0])
+        sizes = o1.add(o1.multiply(spatial, i64([2, 1])), i64([1, -2]))  # 2h+1, w-2
+        return o11.interpolate(
+            x,
+            sizes,
+            axes=i64([2, 3]),
+            mode="nearest",
+            shape_calculation_mode="sizes",
+            coordinate_transformation_mode=coordinates,
+            nearest_mode=nearest_mode,
+        )
+
+    for h, w in ((3, 9), (6, 7), (1, 3)):
+        feeds = {"in0": np.random.default_rng(h).standard_normal([1, 2, h, w]).astype(np.float32)}
+        pairs, _ = run_both(tmp_path, build, [[1, 2, -1, -1]], feeds=feeds)
+        assert pairs[0][0].shape == (1, 2, 2 * h + 1, w - 2)
+        assert_close(pairs, exact=True)

@@ -1022,3 +1022,57 @@ def test_dilated_same_convolution_on_dynamic_sizes_matches_openvino(
         feeds = {"in0": np.random.default_rng(h).standard_normal([1, 3, h, w]).astype(F32)}
         pairs, _ = run_both(tmp_path, build, [[1, 3, -1, -1]], feeds=feeds)
         assert_close(pairs, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [[1, 4, -1, -1], [2, 3, -1], [1, 2, -1, 5, -1]])
+def test_global_adaptive_pooling_on_dynamic_sizes_matches_openvino(tmp_path, shape):
+    """AdaptiveAvgPool/AdaptiveMaxPool to one bin per axis on sizes known only at run time
+    (PyTorch's AdaptiveAvgPool2d(1) converted with dynamic shapes) are global pools; the
+    max's indices are the first maximum's flat spatial position. Other bin counts still
+    need static sizes."""
+    ones = c([1] * (len(shape) - 2))
+
+    def build(a):
+        maximum = o8.adaptive_max_pool(a, ones, "i32")
+        return [o8.adaptive_avg_pool(a, ones), maximum.output(0), maximum.output(1)]
+
+    concrete = [d if d > 0 else 3 + i for i, d in enumerate(shape)]
+    values = np.random.default_rng(1).integers(-3, 3, concrete).astype(F32)  # ties
+    pairs, _ = run_both(tmp_path, build, [shape], feeds={"in0": values})
+    assert_close(pairs, atol=1e-6)
+
+
+def test_explicit_broadcast_to_a_run_time_shape_matches_openvino(tmp_path):
+    """Broadcast-1 mode none with target_shape computed from ShapeOf (PyTorch's
+    index_copy): the data's axes go to their mapped positions by an Unsqueeze."""
+
+    def build(a, b):
+        return o1.broadcast(a, o3.shape_of(b), c([1]), "explicit")
+
+    feeds = {
+        "in0": np.arange(3, dtype=F32),
+        "in1": np.zeros([2, 3, 4], F32),
+    }
+    pairs, _ = run_both(tmp_path, build, [[3], [2, -1, 4]], feeds=feeds)
+    assert pairs[0][0].shape == (2, 3, 4)
+    assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint8, np.int16, np.uint32])
+@pytest.mark.parametrize(("exclusive", "reverse"), [(False, False), (True, True)])
+def test_cumsum_of_types_onnxruntime_lacks_matches_openvino(tmp_path, dtype, exclusive, reverse):
+    """Booleans accumulate saturating at true (PyTorch's cumsum of a mask); narrow integers
+    in int64, wrapping back (they were refused by onnx's checker)."""
+    rng = np.random.default_rng(2)
+    if dtype == np.bool_:
+        values = rng.integers(0, 2, [3, 6]).astype(bool)
+    else:
+        values = rng.integers(0, 100, [3, 6]).astype(dtype)
+    pairs, _ = run_both(
+        tmp_path,
+        lambda a: o3.cumsum(a, c(1), exclusive, reverse),
+        [[3, 6]],
+        [dtype],
+        feeds={"in0": values},
+    )
+    assert_close(pairs, exact=True)

@@ -58,19 +58,58 @@ def _static(ctx: ConversionContext, layer: Layer, tensor: str) -> tuple[int, ...
     return tuple(shape)
 
 
+def _dynamic_prior_count(ctx: ConversionContext, loc: str, conf: str) -> bool:
+    """Whether the number of priors is known only at run time (an SSD on dynamic H, W)."""
+    shapes = [ctx.shape(loc), ctx.shape(conf)]
+    return any(s is not None and len(s) == 2 and s[1] is None for s in shapes)
+
+
+def _dynamic_counts(ctx, layer, loc: str, keep_top_k: int) -> tuple[int, None, int, int]:
+    """(images, None, classes, output rows) for a prior count known only at run time: the
+    batch must be static, the class count an attribute (version 1), ``top_k`` and
+    ``keep_top_k`` positive, so every size after the per-class TopK is fixed."""
+    shape = ctx.shape(loc)
+    images = None if shape is None else shape[0]
+    if images is None:
+        raise B2SError(f"{layer.where()}: DetectionOutput needs a static batch")
+    attrs = layer.attrs
+    needs = []
+    if layer.version != "opset1":
+        needs.append("version 1's num_classes")
+    if attrs["top_k"] <= 0:
+        needs.append("a positive top_k")
+    if keep_top_k <= 0:
+        needs.append("a positive keep_top_k")
+    if needs:
+        raise B2SError(
+            f"{layer.where()}: DetectionOutput on a run-time number of priors needs "
+            + ", ".join(needs)
+        )
+    return images, None, attrs["num_classes"], images * keep_top_k
+
+
 def _require(layer: Layer, condition: bool, what: str) -> None:
     if not condition:
         raise B2SError(f"{layer.where()}: DetectionOutput with {what} is not supported")
 
 
 def _decode(ctx, layer, loc, priors, images, num_priors, code, encoded):
-    """Decoded boxes [images, P, 4] in the reference's operation order."""
-    prior_rows = _static(ctx, layer, priors)
-    prior_batch = prior_rows[0]
+    """Decoded boxes [images, P, 4] in the reference's operation order (``num_priors``
+    None: a count known only at run time)."""
+    prior_shape = ctx.shape(priors)
+    if prior_shape is None or len(prior_shape) != 3 or None in prior_shape[:2]:
+        raise B2SError(
+            f"{layer.where()}: DetectionOutput needs priors of shape [1 or N, 1 or 2, P*4]"
+        )
+    prior_batch, prior_kinds = prior_shape[:2]
     _require(layer, prior_batch in (1, images), "a prior batch that is neither 1 nor N")
-    rows = ctx.one("Reshape", [priors, _i64(ctx, "prior_rows", [prior_batch, -1, num_priors, 4])])
+    if num_priors is None:
+        shape = [prior_batch, prior_kinds, -1, 4]
+    else:
+        shape = [prior_batch, -1, num_priors, 4]
+    rows = ctx.one("Reshape", [priors, _i64(ctx, "prior_rows", shape)])
     boxes = ctx.one("Gather", [rows, _i64(ctx, "row0", 0)], axis=1)
-    deltas = ctx.one("Reshape", [loc, _i64(ctx, "loc_rows", [images, num_priors, 4])])
+    deltas = ctx.one("Reshape", [loc, _i64(ctx, "loc_rows", [images, num_priors or -1, 4])])
     px0, py0, px1, py1 = ctx.node(
         "Split",
         [boxes, _i64(ctx, "four", [1, 1, 1, 1])],
@@ -129,24 +168,30 @@ def detection_output(ctx, layer, inputs):
     _require(layer, not attrs["decrease_label_id"], "decrease_label_id=true")
     code = _CODES[attrs["code_type"]]
     loc, conf, priors = inputs
-    images, loc_size = _static(ctx, layer, loc)
-    num_priors = loc_size // 4
-    _require(layer, num_priors > 0 and loc_size % 4 == 0, f"{loc_size} location values")
-    conf_shape = _static(ctx, layer, conf)
-    num_classes = attrs["num_classes"] if layer.version == "opset1" else conf_shape[1] // num_priors
-    _require(
-        layer,
-        len(conf_shape) == 2 and conf_shape[1] == num_classes * num_priors,
-        f"confidences {list(conf_shape)} for {num_classes} classes x {num_priors} priors",
-    )
-    background = attrs["background_label_id"]
     top_k = attrs["top_k"]
     keep_top_k = (attrs["keep_top_k"] or [-1])[0]
+    if _dynamic_prior_count(ctx, loc, conf):
+        images, num_priors, num_classes, out_rows = _dynamic_counts(ctx, layer, loc, keep_top_k)
+    else:
+        images, loc_size = _static(ctx, layer, loc)
+        num_priors = loc_size // 4
+        _require(layer, num_priors > 0 and loc_size % 4 == 0, f"{loc_size} location values")
+        conf_shape = _static(ctx, layer, conf)
+        num_classes = (
+            attrs["num_classes"] if layer.version == "opset1" else conf_shape[1] // num_priors
+        )
+        _require(
+            layer,
+            len(conf_shape) == 2 and conf_shape[1] == num_classes * num_priors,
+            f"confidences {list(conf_shape)} for {num_classes} classes x {num_priors} priors",
+        )
+        out_rows = _static(ctx, layer, ctx.out(layer))[2]
+    background = attrs["background_label_id"]
     threshold = attrs["confidence_threshold"]
-    out_rows = _static(ctx, layer, ctx.out(layer))[2]
     labels = [c for c in range(num_classes) if c != background]
     fg = len(labels)
-    per_class = num_priors if top_k < 0 else min(top_k, num_priors)
+    # With a run-time prior count the candidates are padded to at least top_k (below).
+    per_class = top_k if num_priors is None or 0 <= top_k < num_priors else num_priors
 
     boxes = _decode(
         ctx,
@@ -158,12 +203,21 @@ def detection_output(ctx, layer, inputs):
         code,
         attrs["variance_encoded_in_target"],
     )
+    conf_rows = [images, num_priors or -1, num_classes]
     scores = ctx.one(
         "Transpose",
-        [ctx.one("Reshape", [conf, _i64(ctx, "conf_rows", [images, num_priors, num_classes])])],
+        [ctx.one("Reshape", [conf, _i64(ctx, "conf_rows", conf_rows)])],
         perm=[0, 2, 1],
     )
     scores = ctx.one("Gather", [scores, _i64(ctx, "labels", labels)], axis=1)  # [N, C', P]
+    if num_priors is None:
+        # top_k candidates whatever the count: top_k more priors, scored -inf (below any
+        # threshold, so NMS drops them), at a box of zeros.
+        scores = ctx.one(
+            "Pad",
+            [scores, _i64(ctx, "score_pad", [0, 0, 0, 0, 0, top_k]), _f32(ctx, "none", -np.inf)],
+        )
+        boxes = ctx.one("Pad", [boxes, _i64(ctx, "box_pad", [0, 0, 0, 0, top_k, 0])])
     # 2. top_k candidates per (image, class), best first; ties keep the lower prior first.
     top_scores, top_priors = ctx.node(
         "TopK",

@@ -13,7 +13,9 @@ table per axis (OpenVINO's f32 coordinate arithmetic, so ties round the same way
 also covers what ONNX's Resize lacks: ``tf_half_pixel_for_nn``, the 'simple' rounding) and
 applied with Gather: pure data movement, bit-exact. With run-time sizes or scales it is
 ONNX's nearest Resize, whose coordinate arithmetic is OpenVINO's in the four coordinate
-modes ONNX names (bit-exact in the tests); the other two modes need static sizes.
+modes ONNX names (bit-exact in the tests); the others (``tf_half_pixel_for_nn``, 'simple')
+compute the same index tables at run time from run-time sizes (``nearest_at_run_time``);
+with run-time scales they need static sizes.
 
 onnxruntime's linear and cubic Resize take only some axes in one node; the others are
 resized one by one on a 4-D view of the tensor (see ``_resize``), with run-time scales or
@@ -27,6 +29,7 @@ import numpy as np
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters._constants import int64s as _i64
+from b2s_onnx.ir.converters.nearest_at_run_time import nearest_at_run_time
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, Float, Ints
 from b2s_onnx.ir.reader import Layer
@@ -312,10 +315,15 @@ def _convert(ctx, layer, data, axes, sizes_in, scales_in, settings=None):
     if mode == "nearest" and (
         static or coordinates not in _ONNX_COORDINATES or nearest_mode == "simple"
     ):
+        if not static and calculation == "sizes":
+            nearest_at_run_time(
+                ctx, padded, axes, sizes_in, coordinates, nearest_mode, ctx.out(layer)
+            )
+            return
         if not static:
             raise B2SError(
                 f"{layer.where()}: nearest_mode '{nearest_mode}' with coordinate mode "
-                f"'{coordinates}' needs static input and output sizes"
+                f"'{coordinates}' and run-time scales needs static input and output sizes"
             )
         _nearest_by_gather(
             ctx, layer, padded, shape, axes, sizes, scales, coordinates, nearest_mode

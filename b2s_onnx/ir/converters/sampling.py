@@ -166,8 +166,21 @@ def _gathered_bins(ctx: ConversionContext, layer: Layer, inputs: list[str]):
     return ctx.one("Gather", [flat, ctx.const("bins", table)], axis=2), table, real
 
 
+def _global_on_dynamic_sizes(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> bool:
+    """Whether the pooling is global (one bin per axis) over spatial sizes known only at
+    run time: PyTorch's AdaptiveAvgPool2d(1) in a model converted with dynamic shapes."""
+    shape = ctx.shape(inputs[0])
+    if shape is None or len(shape) < 3 or all(d is not None for d in shape[2:]):
+        return False
+    wanted = ctx.value(inputs[1])
+    return wanted is not None and wanted.size == len(shape) - 2 and bool((wanted == 1).all())
+
+
 @converts("AdaptiveAvgPool", (8,), inputs=(2, 2), attrs={})
 def adaptive_avg_pool(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    if _global_on_dynamic_sizes(ctx, layer, inputs):
+        ctx.one("GlobalAveragePool", inputs[:1], ctx.out(layer))
+        return
     bins, _, real = _gathered_bins(ctx, layer, inputs)
     zero = _typed(ctx, "zero", 0.0, bins)
     members = ctx.one("Where", [ctx.const("real", real), bins, zero])
@@ -185,6 +198,18 @@ def adaptive_avg_pool(ctx: ConversionContext, layer: Layer, inputs: list[str]) -
 def adaptive_max_pool(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     """Values and the flat spatial index of each maximum (the first one in row-major order
     on ties)."""
+    if _global_on_dynamic_sizes(ctx, layer, inputs):
+        ctx.one("GlobalMaxPool", inputs[:1], ctx.out(layer, 0))
+        if len(layer.outputs) > 1:
+            flat = ctx.one("Reshape", [inputs[0], _i64(ctx, "flat", [0, 0, -1])])
+            first = ctx.one("ArgMax", [flat], axis=2, keepdims=1, select_last_index=0)
+            shape = ctx.one("Shape", [ctx.out(layer, 0)])
+            index = ctx.one("Reshape", [first, shape])
+            if layer.attrs["index_element_type"] == "i64":
+                ctx.one("Identity", [index], ctx.out(layer, 1))
+            else:
+                ctx.one("Cast", [index], ctx.out(layer, 1), to=TensorProto.INT32)
+        return
     bins, table, _ = _gathered_bins(ctx, layer, inputs)
     ctx.reduce("ReduceMax", bins, [-1], False, ctx.out(layer, 0))
     if len(layer.outputs) < 2:

@@ -4,6 +4,7 @@ ShuffleChannels."""
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
@@ -26,14 +27,25 @@ def _axis(layer: Layer, axis: int, rank: int, what: str) -> int:
     attrs={"exclusive": Bool(default=False), "reverse": Bool(default=False)},
 )
 def cumsum(ctx, layer, inputs):
+    """onnxruntime's CumSum takes f32, f64, i32 and i64. Other integers accumulate in i64
+    and are cast back (sums wrap, as in OpenVINO's reference); booleans accumulate as
+    OpenVINO's do, saturating at true: a running OR, ``cumsum(x as i64) > 0``."""
     axis = ctx.int64(inputs[1]) if len(inputs) > 1 else int64s(ctx, "axis", 0)
-    ctx.one(
-        "CumSum",
-        [inputs[0], axis],
-        ctx.out(layer),
-        exclusive=int(layer.attrs["exclusive"]),
-        reverse=int(layer.attrs["reverse"]),
-    )
+    attrs = {"exclusive": int(layer.attrs["exclusive"]), "reverse": int(layer.attrs["reverse"])}
+    elem = ctx.type_of(inputs[0])
+    if elem in _CUMSUM_TYPES:
+        ctx.one("CumSum", [inputs[0], axis], ctx.out(layer), **attrs)
+        return
+    wide = ctx.one("Cast", [inputs[0]], to=TensorProto.INT64)
+    total = ctx.one("CumSum", [wide, axis], **attrs)
+    if elem == TensorProto.BOOL:
+        ctx.one("Greater", [total, int64s(ctx, "zero", 0)], ctx.out(layer))
+    else:
+        ctx.one("Cast", [total], ctx.out(layer), to=elem)
+
+
+#: The element types onnxruntime's CumSum kernel takes.
+_CUMSUM_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64)
 
 
 def _dim(ctx: ConversionContext, data: str, axis: int) -> str:

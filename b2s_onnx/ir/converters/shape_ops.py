@@ -462,16 +462,40 @@ def broadcast(ctx, layer, inputs):
                 f"{len(inputs)} inputs"
             )
         mapping = [int(v) for v in ctx.require_value(layer, inputs[2], "axes_mapping").reshape(-1)]
-        target_value = ctx.require_value(layer, inputs[1], "target_shape").reshape(-1)
+        data = _mapped_for_expand(ctx, layer, data, inputs[1], mapping)
+    ctx.one("Expand", [data, target], ctx.out(layer))
+
+
+def _mapped_for_expand(ctx, layer, data: str, target: str, mapping: list[int]) -> str:
+    """``data`` with its axes placed at ``mapping``'s positions of the target's rank and 1s
+    elsewhere, so that Expand broadcasts it as explicit mode does. With a static data shape
+    and a constant target the mapping is validated here; otherwise (a target computed from
+    ShapeOf, PyTorch's index_copy) the other axes are inserted by an Unsqueeze and
+    onnxruntime's Expand refuses sizes that do not broadcast."""
+    target_value = ctx.value(target)
+    data_shape = ctx.shape(data)
+    if target_value is not None and data_shape is not None and None not in data_shape:
+        target_value = [int(v) for v in target_value.reshape(-1)]
+        _check_axes_mapping(layer, mapping, list(data_shape), target_value)
         shape = [1] * len(target_value)
-        data_shape = ctx.shape(data)
-        if data_shape is None or any(d is None for d in data_shape):
-            raise B2SError(f"{layer.where()}: explicit Broadcast needs a static input shape")
-        _check_axes_mapping(layer, mapping, list(data_shape), [int(v) for v in target_value])
         for source_axis, target_axis in enumerate(mapping):
             shape[target_axis] = data_shape[source_axis]
-        data = ctx.one("Reshape", [data, _i64(ctx, "mapped", shape)])
-    ctx.one("Expand", [data, target], ctx.out(layer))
+        return ctx.one("Reshape", [data, _i64(ctx, "mapped", shape)])
+    target_shape = ctx.shape(target)
+    rank = None if target_shape is None or len(target_shape) != 1 else target_shape[0]
+    if rank is None:
+        raise B2SError(f"{layer.where()}: explicit Broadcast needs a target_shape of static length")
+    if sorted(set(mapping)) != mapping or not all(0 <= a < rank for a in mapping):
+        raise B2SError(
+            f"{layer.where()}: axes_mapping {mapping} must increase within the target's rank {rank}"
+        )
+    if data_shape is not None and len(data_shape) != len(mapping):
+        raise B2SError(
+            f"{layer.where()}: axes_mapping has {len(mapping)} axes for data of rank "
+            f"{len(data_shape)}"
+        )
+    missing = [axis for axis in range(rank) if axis not in mapping]
+    return ctx.one("Unsqueeze", [data, _i64(ctx, "new_axes", missing)]) if missing else data
 
 
 @converts("Range", (1,), inputs=(3, 3), attrs={})
