@@ -283,6 +283,20 @@ def test_extract_image_patches_matches_openvino_exactly(tmp_path, sizes, strides
         [[2, 3, 9, 10]],
     )
     assert_close(pairs, exact=True)
+    # H and W known only at run time (TensorFlow's extract_patches on a dynamic image);
+    # with 'valid' padding OpenVINO fails on an image smaller than one patch.
+    extent = [(k - 1) * r + 1 for k, r in zip(sizes, rates, strict=True)]
+    for h, w in ((9, 10), (4, 3), (1, 2)):
+        if pad == "valid" and (h < extent[0] or w < extent[1]):
+            continue
+        feeds = {"in0": np.random.default_rng(h).standard_normal([1, 3, h, w]).astype(F32)}
+        pairs, _ = run_both(
+            tmp_path,
+            lambda x: o3.extract_image_patches(x, sizes, strides, rates, pad),
+            [[1, 3, -1, -1]],
+            feeds=feeds,
+        )
+        assert_close(pairs, exact=True)
 
 
 ADAPTIVE = [

@@ -569,3 +569,45 @@ def test_backprop_output_shape_computed_at_run_time_takes_the_declared_size(tmp_
     (theirs,) = _openvino(xml, feeds)
     assert ours.shape == theirs.shape == (2, 3, 10, 12)
     np.testing.assert_allclose(ours, theirs, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("auto_pad", "pads_begin", "output_padding", "extra"),
+    [
+        ("same_upper", [0, 0], [0, 0], [0, 0]),
+        ("same_lower", [0, 0], [1, 0], [-1, 1]),
+        ("valid", [0, 0], [0, 0], [2, 3]),
+        ("explicit", [1, 2], [0, 1], [-2, 1]),
+    ],
+)
+def test_backprop_output_shape_on_dynamic_spatial_sizes_matches_openvino(
+    tmp_path, auto_pad, pads_begin, output_padding, extra
+):
+    """TensorFlow's Conv2DTranspose on a dynamic image: output_shape and the input's H, W
+    known only at run time. The full result is sliced from the offset computed at run time
+    and zeros are appended past it (it was refused)."""
+    x = o1.parameter(ov.PartialShape([1, 4, -1, -1]), np.float32, name="x")
+    spatial = o1.gather(o1.shape_of(x), o1.constant(np.array([2, 3], np.int64)), 0)
+    target = o1.add(
+        o1.multiply(spatial, o1.constant(np.array([2], np.int64))),
+        o1.constant(np.array(extra, np.int64)),
+    )
+    weights = o1.constant(np.random.default_rng(0).standard_normal((4, 3, 3, 3)), np.float32)
+    y = o1.convolution_backprop_data(
+        x,
+        weights,
+        [2, 2],
+        pads_begin=pads_begin,
+        pads_end=[0, 0],
+        output_shape=target,
+        auto_pad=auto_pad,
+        output_padding=output_padding,
+    )
+    xml = _save(tmp_path, [y], [x])
+    converted = b2s_onnx.convert_ir(xml)
+    for h, w in ((5, 6), (3, 8)):
+        feeds = {"x": np.random.default_rng(h).standard_normal((1, 4, h, w)).astype(np.float32)}
+        (ours,) = run_onnxruntime(converted, feeds).values()
+        (theirs,) = _openvino(xml, feeds)
+        assert ours.shape == theirs.shape == (1, 3, 2 * h + extra[0], 2 * w + extra[1])
+        np.testing.assert_allclose(ours, theirs, atol=1e-5)

@@ -351,6 +351,10 @@ def _transposed_to_output_shape(ctx, layer, inputs, weights, attrs, geometry) ->
     window past the full result (a negative end padding) is appended as zeros with Pad."""
     strides, dilations, output_padding = geometry
     in_shape, w_shape = ctx.shape(inputs[0]), ctx.shape(weights)
+    declared = ctx.shape(ctx.out(layer))
+    if ctx.value(inputs[2]) is None and (declared is None or None in declared[2:]):
+        _transposed_to_run_time_shape(ctx, layer, inputs, weights, attrs, output_padding)
+        return
     out_spatial = _output_shape(ctx, layer, inputs[2])
     if in_shape is None or w_shape is None or any(d is None for d in [*in_shape[2:], *w_shape[2:]]):
         raise B2SError(f"{layer.where()}: output_shape needs static input and kernel spatial sizes")
@@ -396,6 +400,45 @@ def _transposed_to_output_shape(ctx, layer, inputs, weights, attrs, geometry) ->
         ctx.out(layer),
         mode="constant",
     )
+
+
+def _transposed_to_run_time_shape(ctx, layer, inputs, weights, attrs, output_padding) -> None:
+    """The same window as :func:`_transposed_to_output_shape` when output_shape and the
+    spatial sizes are known only at run time (TensorFlow's Conv2DTranspose on a dynamic
+    image): the full transposed convolution, sliced from the start offset computed from its
+    run-time size, then zeros appended where the window runs past it."""
+    spatial = len(output_padding)
+    w_shape = ctx.shape(weights)
+    if w_shape is None or any(d is None for d in w_shape[2:]):
+        raise B2SError(f"{layer.where()}: output_shape needs static kernel spatial sizes")
+    out_shape = ctx.shape(inputs[2])
+    if out_shape is not None and out_shape != (spatial,):
+        raise B2SError(f"{layer.where()}: output_shape must hold {spatial} values")
+    full_result = ctx.one("ConvTranspose", [inputs[0], weights], **attrs)
+    full = ctx.one(
+        "Slice",
+        [ctx.one("Shape", [full_result]), int64s(ctx, "s", [2]), int64s(ctx, "e", [2 + spatial])],
+    )
+    wanted = ctx.int64(inputs[2])
+    zero = int64s(ctx, "zero", 0)
+    total = ctx.one("Sub", [ctx.one("Add", [full, int64s(ctx, "extra", output_padding)]), wanted])
+    total = ctx.one("Where", [ctx.one("Less", [total, zero]), zero, total])
+    half = ctx.one("Div", [total, int64s(ctx, "two", 2)])
+    auto_pad = layer.attrs["auto_pad"]
+    if auto_pad == "same_upper":
+        front = ctx.one("Sub", [total, half])
+    elif auto_pad == "same_lower":
+        front = half
+    else:
+        given = [0] * spatial if auto_pad == "valid" else layer.attrs["pads_begin"] or [0] * spatial
+        front = int64s(ctx, "front", given)
+    axes = int64s(ctx, "axes", list(range(2, 2 + spatial)))
+    window = ctx.one("Slice", [full_result, front, ctx.one("Add", [front, wanted]), axes])
+    short = ctx.one("Sub", [wanted, ctx.one("Sub", [full, front])])
+    short = ctx.one("Where", [ctx.one("Less", [short, zero]), zero, short])
+    # No padding before any axis, none after batch and channels, ``short`` after the rest.
+    pads = ctx.one("Concat", [int64s(ctx, "none", [0] * (2 + spatial + 2)), short], axis=0)
+    ctx.one("Pad", [window, pads], ctx.out(layer), mode="constant")
 
 
 @converts("ConvolutionBackpropData", (1,), inputs=(2, 3), attrs=BACKPROP)

@@ -103,11 +103,16 @@ def _patch_geometry(
 )
 def extract_image_patches(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     """Each kernel offset (row, column) is one strided slice of the padded image; their
-    concatenation orders the output channels as [row, column, input channel]."""
+    concatenation orders the output channels as [row, column, input channel]. With H or W
+    known only at run time the same geometry is computed from the data's shape."""
     data = inputs[0]
-    height, width = _static_spatial(ctx, layer, data)
     attrs = layer.attrs
     (kh, kw), (sh, sw), (rh, rw) = attrs["sizes"], attrs["strides"], attrs["rates"]
+    shape = ctx.shape(data)
+    if shape is not None and len(shape) == 4 and None in shape[2:]:
+        _patches_at_run_time(ctx, layer, data)
+        return
+    height, width = _static_spatial(ctx, layer, data)
     out_h, top, bottom = _patch_geometry(height, kh, sh, rh, attrs["auto_pad"])
     out_w, left, right = _patch_geometry(width, kw, sw, rw, attrs["auto_pad"])
     if top or bottom or left or right:
@@ -123,6 +128,40 @@ def extract_image_patches(ctx: ConversionContext, layer: Layer, inputs: list[str
         patches.append(
             ctx.one("Slice", [data, _i64(ctx, "b", begin), _i64(ctx, "e", end), axes, steps])
         )
+    ctx.one("Concat", patches, ctx.out(layer), axis=1)
+
+
+def _patches_at_run_time(ctx: ConversionContext, layer: Layer, data: str) -> None:
+    """:func:`_patch_geometry` on sizes read at run time, then the same strided slices."""
+    attrs = layer.attrs
+    (kh, kw), (sh, sw), (rh, rw) = attrs["sizes"], attrs["strides"], attrs["rates"]
+    sizes = ctx.one("Slice", [ctx.one("Shape", [data]), _i64(ctx, "s", [2]), _i64(ctx, "e", [4])])
+    extent = _i64(ctx, "extent", [(kh - 1) * rh + 1, (kw - 1) * rw + 1])
+    stride = _i64(ctx, "stride", [sh, sw])
+    zero, one = _i64(ctx, "zero", 0), _i64(ctx, "one", 1)
+    if attrs["auto_pad"] == "valid":
+        fits = ctx.one("Div", [ctx.one("Sub", [sizes, extent]), stride])
+        counts = ctx.one("Add", [fits, one])
+        counts = ctx.one("Where", [ctx.one("Less", [sizes, extent]), zero, counts])
+    else:
+        counts = ctx.one("Div", [ctx.one("Sub", [ctx.one("Add", [sizes, stride]), one]), stride])
+        reach = ctx.one("Add", [ctx.one("Mul", [ctx.one("Sub", [counts, one]), stride]), extent])
+        total = ctx.one("Sub", [reach, sizes])
+        total = ctx.one("Where", [ctx.one("Less", [total, zero]), zero, total])
+        half = ctx.one("Div", [total, _i64(ctx, "two", 2)])
+        before = half if attrs["auto_pad"] == "same_upper" else ctx.one("Sub", [total, half])
+        after = ctx.one("Sub", [total, before])
+        pads = ctx.one(
+            "Concat", [_i64(ctx, "none", [0, 0]), before, _i64(ctx, "none", [0, 0]), after], axis=0
+        )
+        data = ctx.one("Pad", [data, pads, _typed(ctx, "zero_value", 0.0, data)])
+    span = ctx.one("Add", [ctx.one("Mul", [ctx.one("Sub", [counts, one]), stride]), one])
+    axes, steps = _i64(ctx, "axes", [2, 3]), _i64(ctx, "steps", [sh, sw])
+    patches = []
+    for row, col in itertools.product(range(kh), range(kw)):
+        begin = _i64(ctx, "b", [row * rh, col * rw])
+        end = ctx.one("Add", [begin, span])
+        patches.append(ctx.one("Slice", [data, begin, end, axes, steps]))
     ctx.one("Concat", patches, ctx.out(layer), axis=1)
 
 
