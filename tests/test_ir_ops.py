@@ -1076,3 +1076,27 @@ def test_cumsum_of_types_onnxruntime_lacks_matches_openvino(tmp_path, dtype, exc
         feeds={"in0": values},
     )
     assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("position", [0, 2, -1, -3])
+def test_strided_slice_with_run_time_bounds_matches_openvino(tmp_path, position):
+    """begin/end computed at run time (TensorFlow's x[b:b + 3], tf.signal.frame on a
+    dynamic signal): each bound is read from its tensor; a shrunk axis at -1 keeps the
+    last element (they were refused as non-constant)."""
+
+    def build(x, b):
+        index = o1.convert(o1.reduce_sum(b, c([0]), False), "i64")
+        begin = o1.concat([o1.reshape(index, c([1]), False), c([1]), c([0])], 0)
+        end = o1.add(begin, c([3, 4, 2]))
+        sliced = o1.strided_slice(x, begin, end, c([1, 2, 1]), [0, 0, 1], [0, 0, 0])
+        shrunk = o1.strided_slice(
+            x, begin, end, c([1, 1, 1]), [0, 1, 0], [0, 1, 0], shrink_axis_mask=[1, 0, 0]
+        )
+        return [sliced, shrunk]
+
+    feeds = {
+        "in0": np.random.default_rng(0).standard_normal([6, 7, 5]).astype(F32),
+        "in1": np.array([position], F32),
+    }
+    pairs, _ = run_both(tmp_path, build, [[6, 7, 5], [1]], feeds=feeds)
+    assert_close(pairs, exact=True)

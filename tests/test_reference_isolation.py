@@ -52,3 +52,25 @@ def test_openvino_source_locations_give_way_to_what_went_wrong():
     assert first_line(RuntimeError("plain\nmore")) == "plain"
     assert first_line(RuntimeError("Exception from a.cpp:1:")) == "Exception from a.cpp:1:"
     assert first_line(RuntimeError("")) == "RuntimeError"
+
+
+def test_a_scalar_input_reaches_onnxruntime_as_a_scalar():
+    """np.ascontiguousarray turns a 0-d array into a 1-d one: fed that way, an Unsqueeze
+    of a scalar input came out 2-D (check failed a TensorFlow linspace IR on it)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    from b2s_onnx.parity.runtime import run_onnxruntime
+
+    graph = helper.make_graph(
+        [helper.make_node("Unsqueeze", ["x", "axes"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [onnx.numpy_helper.from_array(np.array([0], np.int64), "axes")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 10
+    for value in (np.array(2.5, np.float32), np.float32(2.5)):
+        (result,) = run_onnxruntime(model, {"x": np.asarray(value)}).values()
+        assert result.shape == (1,)

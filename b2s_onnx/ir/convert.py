@@ -562,6 +562,8 @@ def convert_ir_model(
     for layer in order:
         if layer.type != "Parameter":
             ctx.assign_output_names(layer)
+    if not any(layer.type == "Result" for layer in order):
+        raise B2SError(f"{xml}: the IR has no Result layer: a model without outputs")
     graph_inputs = _declare_inputs(ctx, order)
     renamed = _reserve_result_tensors(ctx, order)
 

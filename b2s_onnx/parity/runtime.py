@@ -40,10 +40,12 @@ def make_session(model: onnx.ModelProto, threads: int = 1) -> ort.InferenceSessi
 
 
 def _to_ort(array: np.ndarray) -> ort.OrtValue:
+    # np.ascontiguousarray makes a 0-d array 1-d: the reshape keeps a scalar a scalar.
+    contiguous = np.ascontiguousarray(array).reshape(np.shape(array))
     if array.dtype == ml_dtypes.bfloat16:
-        bits = np.ascontiguousarray(array).view(np.uint16)
+        bits = contiguous.view(np.uint16)
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(bits, onnx.TensorProto.BFLOAT16)
-    return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+    return ort.OrtValue.ortvalue_from_numpy(contiguous)
 
 
 def _from_ort(value: ort.OrtValue) -> np.ndarray:

@@ -158,8 +158,8 @@ def strided_slice(ctx, layer, inputs):
     dimension, shrink_axis removes one, ellipsis stands for all dims not named."""
     data = inputs[0]
     rank = ctx.rank(layer, data)
-    begin = [int(v) for v in ctx.require_value(layer, inputs[1], "begin").reshape(-1)]
-    end = [int(v) for v in ctx.require_value(layer, inputs[2], "end").reshape(-1)]
+    begin = _bounds(ctx, layer, inputs[1], "begin")
+    end = _bounds(ctx, layer, inputs[2], "end")
     if len(inputs) > 3:
         stride = [int(v) for v in ctx.require_value(layer, inputs[3], "stride").reshape(-1)]
     else:
@@ -190,7 +190,12 @@ def strided_slice(ctx, layer, inputs):
         if shrink[i]:
             b = begin[i]
             starts.append(b)
-            stops.append(b + 1 if b != -1 else INT64_MAX)
+            if isinstance(b, str):  # known at run time: -1 shrinks to the last element
+                after = ctx.one("Add", [b, _i64(ctx, "one", [1])])
+                last = ctx.one("Equal", [b, _i64(ctx, "minus_one", [-1])])
+                stops.append(ctx.one("Where", [last, _i64(ctx, "max", [INT64_MAX]), after]))
+            else:
+                stops.append(b + 1 if b != -1 else INT64_MAX)
             axes.append(axis)
             steps.append(1)
             squeeze_axes.append(axis)
@@ -210,8 +215,8 @@ def strided_slice(ctx, layer, inputs):
             "Slice",
             [
                 current,
-                _i64(ctx, "starts", starts),
-                _i64(ctx, "ends", stops),
+                _vector(ctx, "starts", starts),
+                _vector(ctx, "ends", stops),
                 _i64(ctx, "axes", axes),
                 _i64(ctx, "steps", steps),
             ],
@@ -221,6 +226,32 @@ def strided_slice(ctx, layer, inputs):
     if new_positions:
         current = ctx.one("Unsqueeze", [current, _i64(ctx, "new_axes", new_positions)])
     ctx.one("Identity", [current], ctx.out(layer))
+
+
+def _bounds(ctx, layer, tensor: str, what: str) -> list[int | str]:
+    """StridedSlice's begin or end: the values of a constant, or, computed at run time,
+    one 1-element int64 tensor per position (its length must be static)."""
+    value = ctx.value(tensor)
+    if value is not None:
+        return [int(v) for v in value.reshape(-1)]
+    shape = ctx.shape(tensor)
+    if shape is None or len(shape) != 1 or shape[0] is None:
+        raise B2SError(
+            f"{layer.where()}: input '{what}' computed at run time needs a static length"
+        )
+    wide = ctx.int64(tensor)
+    return [
+        ctx.one("Slice", [wide, _i64(ctx, "at", [i]), _i64(ctx, "next", [i + 1])])
+        for i in range(shape[0])
+    ]
+
+
+def _vector(ctx, hint: str, values: list[int | str]) -> str:
+    """An int64 vector of constants and 1-element run-time tensors, as one tensor."""
+    if all(isinstance(v, int) for v in values):
+        return _i64(ctx, hint, values)
+    parts = [v if isinstance(v, str) else _i64(ctx, hint, [v]) for v in values]
+    return ctx.one("Concat", parts, axis=0)
 
 
 @converts("Gather", (1,), inputs=(3, 3), attrs={})
