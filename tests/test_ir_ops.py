@@ -1078,11 +1078,12 @@ def test_cumsum_of_types_onnxruntime_lacks_matches_openvino(tmp_path, dtype, exc
     assert_close(pairs, exact=True)
 
 
-@pytest.mark.parametrize("position", [0, 2, -1, -3])
+@pytest.mark.parametrize("position", [0, 2, -1, -3, 9, -12])
 def test_strided_slice_with_run_time_bounds_matches_openvino(tmp_path, position):
     """begin/end computed at run time (TensorFlow's x[b:b + 3], tf.signal.frame on a
     dynamic signal): each bound is read from its tensor; a shrunk axis at -1 keeps the
-    last element (they were refused as non-constant)."""
+    last element, and one out of range is clamped into the axis as the CPU plugin does
+    (they were refused as non-constant)."""
 
     def build(x, b):
         index = o1.convert(o1.reduce_sum(b, c([0]), False), "i64")
@@ -1100,3 +1101,14 @@ def test_strided_slice_with_run_time_bounds_matches_openvino(tmp_path, position)
     }
     pairs, _ = run_both(tmp_path, build, [[6, 7, 5], [1]], feeds=feeds)
     assert_close(pairs, exact=True)
+
+
+def test_strided_slice_shrinking_a_constant_index_out_of_range_is_refused(tmp_path):
+    x = o1.parameter([4, 5], F32, name="x")
+    layer = o1.strided_slice(
+        x, c([0, 7]), c([0, 8]), c([1, 1]), [1, 0], [1, 0], shrink_axis_mask=[0, 1]
+    )
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer], [x]), xml)
+    with pytest.raises(B2SError, match=r"begin\[1\] = 7, outside \[-5, 5\) of axis 1"):
+        b2s_onnx.convert_ir(xml)

@@ -189,12 +189,18 @@ def strided_slice(ctx, layer, inputs):
             raise B2SError(f"{layer.where()}: stride[{i}] is 0")
         if shrink[i]:
             b = begin[i]
-            starts.append(b)
-            if isinstance(b, str):  # known at run time: -1 shrinks to the last element
-                after = ctx.one("Add", [b, _i64(ctx, "one", [1])])
-                last = ctx.one("Equal", [b, _i64(ctx, "minus_one", [-1])])
-                stops.append(ctx.one("Where", [last, _i64(ctx, "max", [INT64_MAX]), after]))
+            if isinstance(b, str):
+                b = _shrunk_index(ctx, data, axis, b)
+                starts.append(b)
+                stops.append(ctx.one("Add", [b, _i64(ctx, "one", [1])]))
             else:
+                dim = None if ctx.shape(data) is None else ctx.shape(data)[axis]
+                if dim is not None and not -dim <= b < dim:
+                    raise B2SError(
+                        f"{layer.where()}: shrink_axis_mask takes begin[{i}] = {b}, outside "
+                        f"[{-dim}, {dim}) of axis {axis} (OpenVINO refuses it too)"
+                    )
+                starts.append(b)
                 stops.append(b + 1 if b != -1 else INT64_MAX)
             axes.append(axis)
             steps.append(1)
@@ -244,6 +250,20 @@ def _bounds(ctx, layer, tensor: str, what: str) -> list[int | str]:
         ctx.one("Slice", [wide, _i64(ctx, "at", [i]), _i64(ctx, "next", [i + 1])])
         for i in range(shape[0])
     ]
+
+
+def _shrunk_index(ctx, data: str, axis: int, index: str) -> str:
+    """A shrunk axis's run-time index as the CPU plugin reads it: negative ones count from
+    the end, and the result is clamped into the axis (measured: 7 of 5 is the last, -9 the
+    first), so an index out of range still selects one element."""
+    dim = ctx.one("Gather", [ctx.one("Shape", [data]), _i64(ctx, "axis", [axis])])
+    zero = _i64(ctx, "zero", [0])
+    counted = ctx.one(
+        "Where", [ctx.one("Less", [index, zero]), ctx.one("Add", [index, dim]), index]
+    )
+    last = ctx.one("Sub", [dim, _i64(ctx, "one", [1])])
+    counted = ctx.one("Where", [ctx.one("Less", [counted, zero]), zero, counted])
+    return ctx.one("Where", [ctx.one("Greater", [counted, last]), last, counted])
 
 
 def _vector(ctx, hint: str, values: list[int | str]) -> str:
