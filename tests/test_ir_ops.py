@@ -1112,3 +1112,48 @@ def test_strided_slice_shrinking_a_constant_index_out_of_range_is_refused(tmp_pa
     ov.save_model(ov.Model([layer], [x]), xml)
     with pytest.raises(B2SError, match=r"begin\[1\] = 7, outside \[-5, 5\) of axis 1"):
         b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [o1.tan, o1.atan, o1.asin, o1.sinh, o1.cosh, o4.asinh, o1.erf],
+    ids=["tan", "atan", "asin", "sinh", "cosh", "asinh", "erf"],
+)
+def test_f64_functions_onnxruntime_lacks_run_in_f32_as_the_plugin_does(tmp_path, build):
+    """onnxruntime has no double kernel for these: they run in f32 and are cast back (they
+    were refused; TensorFlow's tf.math.angle and its f64 graphs use them)."""
+    values = np.random.default_rng(0).uniform(-0.9, 0.9, [4, 5])
+    pairs, converted = run_both(tmp_path, build, [[4, 5]], [np.float64], feeds={"in0": values})
+    assert converted.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+    assert_close(pairs, atol=1e-6, rtol=1e-6)
+
+
+def test_strided_slice_shrinking_a_dynamic_axis_clamps_as_the_plugin_does(tmp_path):
+    """x[:, 1] on an axis of unknown size, fed a size-1 axis: the plugin returns x[:, 0]
+    (it clamps), where the slice was empty and onnxruntime's Squeeze failed."""
+
+    def build(x):
+        return o1.strided_slice(
+            x, c([0, 1]), c([0, 2]), c([1, 1]), [1, 0], [1, 0], shrink_axis_mask=[0, 1]
+        )
+
+    for shape in ([2, 3], [2, 1]):
+        feeds = {"in0": np.arange(np.prod(shape), dtype=F32).reshape(shape) + 1}
+        pairs, _ = run_both(tmp_path, build, [[-1, -1]], feeds=feeds)
+        assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("gather", [o1.gather, o8.gather])
+def test_gather_on_a_dynamic_axis_zeroes_indices_out_of_range(tmp_path, gather):
+    """The axis's size is known only at run time: indices are checked against it there
+    (onnxruntime failed on them; OpenVINO gives zeros; Gather-8 also counts -size..-1)."""
+
+    def build(data, index):
+        return gather(data, index, c(0))
+
+    feeds = {
+        "in0": np.arange(6, dtype=F32).reshape(3, 2) + 1,
+        "in1": np.asarray([2, -1, 3, -4, 0, -3], np.int64),
+    }
+    pairs, _ = run_both(tmp_path, build, [[-1, 2], [6]], [F32, I64], feeds=feeds)
+    assert_close(pairs, exact=True)

@@ -27,6 +27,10 @@ Where no wider type has a kernel, ``emit`` spells the op out with ones that exis
 ``Where(Less)``...). ``IDENTITY_ON`` lists ops that leave some types unchanged (Floor and
 Ceiling on integers, ReLU on unsigned ones): they become ``Identity``.
 
+A float64 op onnxruntime has no double kernel for (the trigonometric and hyperbolic
+functions, Erf) runs in float32 and is cast back, as OpenVINO's CPU plugin runs every f64
+layer: within f32 rounding of OpenVINO's f64 reference, matching the plugin.
+
 Some kernels exist but compute wrongly (``WRONG``, pinned by a test too): onnxruntime's
 int64 Max, Min, Clip, Sign and Relu compare the values cut to 32 bits (Max(2**31, 0) is 0),
 and its Mod with fmod=1 computes integers through double (inexact beyond 2**53), so
@@ -284,6 +288,13 @@ def emit(
         return ctx.one("Cast", [ctx.one(op, args, **attrs)], output, to=elem)
     if op in _SPELLED_OUT and elem in INTEGERS:
         return _SPELLED_OUT[op](ctx, layer, list(inputs), output, elem)
+    if elem == TensorProto.DOUBLE and has_kernel(op, TensorProto.FLOAT, ctx.opset):
+        # No f64 kernel (Tan, Asin, Erf...): computed in f32, as OpenVINO's CPU plugin
+        # computes every f64 layer; OpenVINO's reference would keep f64 precision.
+        args = [cast(ctx, t, TensorProto.FLOAT) if i in typed else t for i, t in enumerate(inputs)]
+        if op in BOOLEAN_RESULT:
+            return ctx.one(op, args, output, **attrs)
+        return ctx.one("Cast", [ctx.one(op, args, **attrs)], output, to=elem)
     raise B2SError(
         f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not supported for "
         f"this layer (onnxruntime has no {op} kernel for it, and no wider type computes the "

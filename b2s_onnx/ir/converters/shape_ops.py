@@ -189,13 +189,15 @@ def strided_slice(ctx, layer, inputs):
             raise B2SError(f"{layer.where()}: stride[{i}] is 0")
         if shrink[i]:
             b = begin[i]
+            dim = None if ctx.shape(data) is None else ctx.shape(data)[axis]
+            if isinstance(b, int) and dim is None:  # in range only once the size is known
+                b = _i64(ctx, "begin", [b])
             if isinstance(b, str):
                 b = _shrunk_index(ctx, data, axis, b)
                 starts.append(b)
                 stops.append(ctx.one("Add", [b, _i64(ctx, "one", [1])]))
             else:
-                dim = None if ctx.shape(data) is None else ctx.shape(data)[axis]
-                if dim is not None and not -dim <= b < dim:
+                if not -dim <= b < dim:
                     raise B2SError(
                         f"{layer.where()}: shrink_axis_mask takes begin[{i}] = {b}, outside "
                         f"[{-dim}, {dim}) of axis {axis} (OpenVINO refuses it too)"
@@ -301,7 +303,7 @@ def gather(ctx, layer, inputs):
     low = -size if size is not None and layer.version == "opset8" else 0
     indices, index_shape = ctx.value(inputs[1]), ctx.shape(inputs[1])
     in_range = indices is not None and bool(((indices >= low) & (indices < (size or 0))).all())
-    if size is None or index_shape is None or in_range:
+    if index_shape is None or in_range:
         indices = inputs[1]
         # Gather takes int32/int64 indices, GatherND (batch_dims) int64 only.
         if batch or ctx.type_of(indices) != TensorProto.INT32:
@@ -313,11 +315,16 @@ def gather(ctx, layer, inputs):
             ctx.one("Gather", [inputs[0], indices], target, axis=axis)
         return
     index = ctx.int64(inputs[1])
+    if size is None:  # an axis known only at run time: its size, and -size for Gather-8
+        bound = ctx.one("Gather", [ctx.one("Shape", [inputs[0]]), _i64(ctx, "axis", axis)])
+        floor = ctx.one("Neg", [bound]) if layer.version == "opset8" else _i64(ctx, "low", 0)
+    else:
+        bound, floor = _i64(ctx, "size", size), _i64(ctx, "low", low)
     valid = ctx.one(
         "And",
         [
-            ctx.one("GreaterOrEqual", [index, _i64(ctx, "low", low)]),
-            ctx.one("Less", [index, _i64(ctx, "size", size)]),
+            ctx.one("GreaterOrEqual", [index, floor]),
+            ctx.one("Less", [index, bound]),
         ],
     )
     safe = ctx.one("Where", [valid, index, _i64(ctx, "zero", 0)])
