@@ -1157,3 +1157,28 @@ def test_gather_on_a_dynamic_axis_zeroes_indices_out_of_range(tmp_path, gather):
     }
     pairs, _ = run_both(tmp_path, build, [[-1, 2], [6]], [F32, I64], feeds=feeds)
     assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "bins", "sizes"),
+    [
+        ([1, 3, -1, -1], [3, 4], [(10, 7), (5, 5), (3, 4)]),
+        ([2, 2, -1], [5], [(7,), (12,)]),
+        ([1, 2, -1, 4, -1], [2, 3, 2], [(5, 4, 3)]),
+    ],
+)
+def test_adaptive_pooling_on_dynamic_sizes_matches_openvino(tmp_path, shape, bins, sizes):
+    """Bins over sizes known only at run time (PyTorch's AdaptiveAvgPool2d((7, 7)) with
+    dynamic shapes): each axis cut into its run-time bins and reduced in turn."""
+    count = c(bins)
+
+    def build(a):
+        return [o8.adaptive_avg_pool(a, count), o8.adaptive_max_pool(a, count, "i32").output(0)]
+
+    for size in sizes:
+        dynamic = iter(size)
+        concrete = [d if d > 0 else next(dynamic) for d in shape]
+        values = np.random.default_rng(len(concrete)).standard_normal(concrete).astype(F32)
+        pairs, _ = run_both(tmp_path, build, [shape], feeds={"in0": values})
+        assert pairs[0][0].shape == (*concrete[:2], *bins)
+        assert_close(pairs, atol=1e-6)

@@ -205,6 +205,53 @@ def _gathered_bins(ctx: ConversionContext, layer: Layer, inputs: list[str]):
     return ctx.one("Gather", [flat, ctx.const("bins", table)], axis=2), table, real
 
 
+def _bins_on_dynamic_sizes(
+    ctx: ConversionContext, layer: Layer, inputs: list[str], reduce: str
+) -> bool:
+    """Adaptive pooling on spatial sizes known only at run time, for a constant number of
+    bins: the box is separable, so each axis in turn is cut into its bins (``floor(i L /
+    O)`` to ``ceil((i + 1) L / O)``, computed from the run-time size L) and each bin
+    reduced (a mean of means over a box is the box's mean). Writes the layer's output and
+    returns True, or returns False when the sizes are static (the gathered bins then)."""
+    shape = ctx.shape(inputs[0])
+    if shape is None or len(shape) < 3 or all(d is not None for d in shape[2:]):
+        return False
+    wanted = ctx.require_value(layer, inputs[1], "input 'output_shape'").reshape(-1)
+    outputs = [int(v) for v in wanted]
+    if len(outputs) != len(shape) - 2 or any(v < 1 for v in outputs):
+        raise B2SError(
+            f"{layer.where()}: input 'output_shape' {outputs} needs one positive size per "
+            f"spatial axis ({len(shape) - 2})"
+        )
+    current = inputs[0]
+    for position, count in enumerate(outputs):
+        axis = 2 + position
+        size = ctx.one("Gather", [ctx.one("Shape", [current]), _i64(ctx, "axis", [axis])])
+        bins = []
+        for i in range(count):
+            start = ctx.one(
+                "Div", [ctx.one("Mul", [size, _i64(ctx, "i", [i])]), _i64(ctx, "o", [count])]
+            )
+            reach = ctx.one("Mul", [size, _i64(ctx, "next", [i + 1])])
+            end = ctx.one(
+                "Div",
+                [
+                    ctx.one("Add", [reach, _i64(ctx, "round_up", [count - 1])]),
+                    _i64(ctx, "o", [count]),
+                ],
+            )
+            part = ctx.one("Slice", [current, start, end, _i64(ctx, "axes", [axis])])
+            bins.append(ctx.reduce(reduce, part, [axis], True))
+        last = position == len(outputs) - 1
+        output = ctx.out(layer) if last else None
+        current = (
+            ctx.one("Concat", bins, output, axis=axis)
+            if count > 1
+            else ctx.one("Identity", bins, output)
+        )
+    return True
+
+
 def _global_on_dynamic_sizes(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> bool:
     """Whether the pooling is global (one bin per axis) over spatial sizes known only at
     run time: PyTorch's AdaptiveAvgPool2d(1) in a model converted with dynamic shapes."""
@@ -219,6 +266,8 @@ def _global_on_dynamic_sizes(ctx: ConversionContext, layer: Layer, inputs: list[
 def adaptive_avg_pool(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     if _global_on_dynamic_sizes(ctx, layer, inputs):
         ctx.one("GlobalAveragePool", inputs[:1], ctx.out(layer))
+        return
+    if _bins_on_dynamic_sizes(ctx, layer, inputs, "ReduceMean"):
         return
     bins, _, real = _gathered_bins(ctx, layer, inputs)
     zero = _typed(ctx, "zero", 0.0, bins)
@@ -248,6 +297,9 @@ def adaptive_max_pool(ctx: ConversionContext, layer: Layer, inputs: list[str]) -
                 ctx.one("Identity", [index], ctx.out(layer, 1))
             else:
                 ctx.one("Cast", [index], ctx.out(layer, 1), to=TensorProto.INT32)
+        return
+    values_only = len(layer.outputs) < 2 or not ctx.is_read(layer, 1)
+    if values_only and _bins_on_dynamic_sizes(ctx, layer, inputs, "ReduceMax"):
         return
     bins, table, _ = _gathered_bins(ctx, layer, inputs)
     ctx.reduce("ReduceMax", bins, [-1], False, ctx.out(layer, 0))
