@@ -96,21 +96,27 @@ def _run_time_same_pad(ctx, data, kernel, strides, dilations, upper: bool) -> st
     sizes = ctx.one(
         "Slice", [ctx.one("Shape", [data]), int64s(ctx, "s", [2]), int64s(ctx, "e", [2 + spatial])]
     )
-    stride = int64s(ctx, "strides", strides)
     reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
-    extent = int64s(ctx, "extent", reach)
-    one = int64s(ctx, "one", 1)
-    outputs = ctx.one("Div", [ctx.one("Sub", [ctx.one("Add", [sizes, stride]), one]), stride])
-    needed = ctx.one("Mul", [ctx.one("Sub", [outputs, one]), stride])
-    total = ctx.one("Sub", [ctx.one("Add", [needed, extent]), sizes])
-    zero = int64s(ctx, "zero", 0)
-    total = ctx.one("Where", [ctx.one("Less", [total, zero]), zero, total])
-    half = ctx.one("Div", [total, int64s(ctx, "two", 2)])
-    begins = half if upper else ctx.one("Sub", [total, half])
-    ends = ctx.one("Sub", [total, begins])
+    _, begins, ends = run_time_same_geometry(ctx, sizes, strides, reach, upper=upper)
     none = int64s(ctx, "none", [0, 0])
     pads = ctx.one("Concat", [none, begins, none, ends], axis=0)
     return ctx.one("Pad", [data, pads], mode="constant")
+
+
+def run_time_same_geometry(ctx, sizes: str, strides, reach, *, upper: bool):
+    """:func:`same_pads` on spatial ``sizes`` read at run time (an int64 vector), with
+    windows spanning ``reach`` elements: (window counts, padding before, padding after),
+    each an int64 vector. Shared by convolutions and ExtractImagePatches."""
+    stride = int64s(ctx, "strides", strides)
+    extent = int64s(ctx, "extent", reach)
+    one, zero = int64s(ctx, "one", 1), int64s(ctx, "zero", 0)
+    counts = ctx.one("Div", [ctx.one("Sub", [ctx.one("Add", [sizes, stride]), one]), stride])
+    needed = ctx.one("Mul", [ctx.one("Sub", [counts, one]), stride])
+    total = ctx.one("Sub", [ctx.one("Add", [needed, extent]), sizes])
+    total = ctx.one("Where", [ctx.one("Less", [total, zero]), zero, total])
+    half = ctx.one("Div", [total, int64s(ctx, "two", 2)])
+    before = half if upper else ctx.one("Sub", [total, half])
+    return counts, before, ctx.one("Sub", [total, before])
 
 
 def same_pads(sizes, kernel, strides, dilations, *, upper: bool) -> tuple[list[int], list[int]]:

@@ -17,6 +17,7 @@ from onnx import TensorProto
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters._constants import int64s as _i64
+from b2s_onnx.ir.converters.convolution import run_time_same_geometry
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, ElementType, Ints
 from b2s_onnx.ir.reader import Layer
@@ -136,21 +137,17 @@ def _patches_at_run_time(ctx: ConversionContext, layer: Layer, data: str) -> Non
     attrs = layer.attrs
     (kh, kw), (sh, sw), (rh, rw) = attrs["sizes"], attrs["strides"], attrs["rates"]
     sizes = ctx.one("Slice", [ctx.one("Shape", [data]), _i64(ctx, "s", [2]), _i64(ctx, "e", [4])])
-    extent = _i64(ctx, "extent", [(kh - 1) * rh + 1, (kw - 1) * rw + 1])
+    reach = [(kh - 1) * rh + 1, (kw - 1) * rw + 1]
     stride = _i64(ctx, "stride", [sh, sw])
     zero, one = _i64(ctx, "zero", 0), _i64(ctx, "one", 1)
     if attrs["auto_pad"] == "valid":
+        extent = _i64(ctx, "extent", reach)
         fits = ctx.one("Div", [ctx.one("Sub", [sizes, extent]), stride])
         counts = ctx.one("Add", [fits, one])
         counts = ctx.one("Where", [ctx.one("Less", [sizes, extent]), zero, counts])
     else:
-        counts = ctx.one("Div", [ctx.one("Sub", [ctx.one("Add", [sizes, stride]), one]), stride])
-        reach = ctx.one("Add", [ctx.one("Mul", [ctx.one("Sub", [counts, one]), stride]), extent])
-        total = ctx.one("Sub", [reach, sizes])
-        total = ctx.one("Where", [ctx.one("Less", [total, zero]), zero, total])
-        half = ctx.one("Div", [total, _i64(ctx, "two", 2)])
-        before = half if attrs["auto_pad"] == "same_upper" else ctx.one("Sub", [total, half])
-        after = ctx.one("Sub", [total, before])
+        upper = attrs["auto_pad"] == "same_upper"
+        counts, before, after = run_time_same_geometry(ctx, sizes, [sh, sw], reach, upper=upper)
         pads = ctx.one(
             "Concat", [_i64(ctx, "none", [0, 0]), before, _i64(ctx, "none", [0, 0]), after], axis=0
         )
