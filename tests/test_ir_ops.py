@@ -765,6 +765,53 @@ def test_prior_box_is_a_constant_equal_to_openvino(tmp_path, version, attrs):
     assert "PriorBox" not in {n.op_type for n in converted.graph.node}
 
 
+@pytest.mark.parametrize(("version", "attrs"), PRIOR_BOX_CASES)
+def test_prior_box_on_run_time_sizes_is_bit_exact(tmp_path, version, attrs):
+    """Dynamic feature-map and image sizes: the same priors computed by ONNX ops in
+    OpenVINO's float32 order (scale_all_sizes=false, relative to the image height, is
+    refused there, naming the rule)."""
+    attrs = dict(attrs)
+    make = o1.prior_box if version == 1 else o8.prior_box
+    feature = o1.parameter([1, 3, -1, -1], F32, name="feature")
+    image = o1.parameter([1, 3, -1, -1], F32, name="image")
+
+    def spatial(node):
+        return o1.strided_slice(o3.shape_of(node), c([2]), c([4]), c([1]), [0], [0])
+
+    xml = tmp_path / "priors.xml"
+    model = ov.Model([make(spatial(feature), spatial(image), attrs)], [feature, image])
+    ov.save_model(model, xml, compress_to_fp16=False)
+    if not attrs.get("scale_all_sizes", True):
+        with pytest.raises(B2SError, match="scale_all_sizes=false"):
+            b2s_onnx.convert_ir(xml)
+        return
+    converted = b2s_onnx.convert_ir(xml)
+    onnx.checker.check_model(converted, full_check=True)
+    for h, w, image_h, image_w in ((6, 8, 96, 128), (3, 5, 75, 130)):
+        feeds = {
+            "feature": np.zeros([1, 3, h, w], F32),
+            "image": np.zeros([1, 3, image_h, image_w], F32),
+        }
+        (ours,) = run_onnxruntime(converted, feeds).values()
+        assert ours.tobytes() == _static_priors(tmp_path, make, attrs, h, w, image_h, image_w)
+        # The plugin cannot compile min_max_aspect_ratios_order=false on dynamic sizes.
+        if attrs.get("min_max_aspect_ratios_order", True):
+            compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+            assert ours.tobytes() == compiled(feeds)[0].tobytes()
+
+
+def _static_priors(tmp_path, make, attrs, h, w, image_h, image_w) -> bytes:
+    """The constant the converter computes for these sizes (checked against the CPU plugin
+    by the test above)."""
+    xml = tmp_path / "static.xml"
+    x = o1.parameter([1], F32, name="x")
+    priors = make(c([h, w]), c([image_h, image_w]), attrs)
+    ov.save_model(ov.Model([o1.add(priors, o1.reduce_sum(x, c([0]), False))], [x]), xml)
+    converted = b2s_onnx.convert_ir(xml)
+    (value,) = run_onnxruntime(converted, {"x": np.zeros([1], F32)}).values()
+    return value.tobytes()
+
+
 def test_prior_box_attributes_openvino_is_inconsistent_about_are_refused(tmp_path):
     """Several fixed_ratio values: OpenVINO's shape formula and its reference disagree."""
     param = o1.parameter([1, 3, 6, 8], F32, name="x")

@@ -1,6 +1,6 @@
-"""An SSD head (PriorBoxClustered + DetectionOutput) on static and on dynamic feature-map
-sizes, against OpenVINO's CPU plugin: with dynamic H and W the priors are computed at run
-time and the number of candidates is padded to top_k."""
+"""An SSD head (PriorBoxClustered or PriorBox + DetectionOutput) on static and on dynamic
+feature-map sizes, against OpenVINO's CPU plugin: with dynamic H and W the priors are
+computed at run time and the number of candidates is padded to top_k."""
 
 from __future__ import annotations
 
@@ -26,7 +26,20 @@ def _const(values, dtype=np.int64):
     return o1.constant(np.asarray(values, dtype))
 
 
-def _ssd_head(shape: list[int], top_k: int, keep_top_k: int) -> ov.Model:
+def _priors(feature_size, image_size, clustered: bool):
+    """Two priors per cell, from PriorBoxClustered or from PriorBox (a square and a 2:1)."""
+    if clustered:
+        attrs = {"width": [12.0, 30.0], "height": [16.0, 24.0], "clip": False, "offset": 0.5}
+        return o1.prior_box_clustered(
+            feature_size, image_size, {**attrs, "variance": [0.1, 0.1, 0.2, 0.2]}
+        )
+    attrs = {"min_size": [14.0], "aspect_ratio": [2.0], "flip": False, "offset": 0.5}
+    return o1.prior_box(
+        feature_size, image_size, {**attrs, "clip": True, "variance": [0.1, 0.1, 0.2, 0.2]}
+    )
+
+
+def _ssd_head(shape: list[int], top_k: int, keep_top_k: int, clustered: bool = True) -> ov.Model:
     rng = np.random.default_rng(7)
     feature = o1.parameter(shape, F32, name="feature")
     image = o1.parameter([1, 3, -1, -1] if -1 in shape else [1, 3, 64, 64], F32, name="image")
@@ -47,17 +60,7 @@ def _ssd_head(shape: list[int], top_k: int, keep_top_k: int) -> ov.Model:
     def spatial(node):
         return o1.strided_slice(o3.shape_of(node), _const([2]), _const([4]), _const([1]), [0], [0])
 
-    priors = o1.prior_box_clustered(
-        spatial(feature),
-        spatial(image),
-        {
-            "width": [12.0, 30.0],
-            "height": [16.0, 24.0],
-            "clip": False,
-            "offset": 0.5,
-            "variance": [0.1, 0.1, 0.2, 0.2],
-        },
-    )
+    priors = _priors(spatial(feature), spatial(image), clustered)
     detections = o1.detection_output(
         locations,
         scores,
@@ -86,9 +89,11 @@ def _ssd_head(shape: list[int], top_k: int, keep_top_k: int) -> ov.Model:
         ([1, 4, -1, -1], [(3, 4), (9, 11), (8, 8)]),
     ],
 )
-def test_ssd_head_matches_openvino(tmp_path, shape, sizes):
+@pytest.mark.parametrize("clustered", [True, False], ids=["clustered", "prior-box"])
+def test_ssd_head_matches_openvino(tmp_path, shape, sizes, clustered):
     xml = tmp_path / "ssd.xml"
-    ov.save_model(_ssd_head(shape, top_k=40, keep_top_k=25), xml, compress_to_fp16=False)
+    head = _ssd_head(shape, top_k=40, keep_top_k=25, clustered=clustered)
+    ov.save_model(head, xml, compress_to_fp16=False)
     converted = b2s_onnx.convert_ir(xml)
     onnx.checker.check_model(converted, full_check=True)
     compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})

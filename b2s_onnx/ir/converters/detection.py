@@ -1,17 +1,22 @@
 """Prior-box generators: pure functions of shapes, so they are computed here, as constants.
 
 They need their two inputs (feature-map size and image size) to be constants, which they
-are in any model with static shapes (ShapeOf of static tensors folds). PriorBoxClustered
-on sizes known only at run time is computed by ONNX ops instead (``prior_grid.py``).
+are in any model with static shapes (ShapeOf of static tensors folds). On sizes known only
+at run time both are computed by ONNX ops instead (``prior_grid.py``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters.prior_grid import prior_box_clustered_at_run_time
+from b2s_onnx.ir.converters.prior_grid import (
+    prior_box_at_run_time,
+    prior_box_clustered_at_run_time,
+)
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Float, Floats
 from b2s_onnx.ir.reader import Layer
@@ -135,63 +140,58 @@ def _aspect_ratios(layer: Layer) -> list[float]:
     return ratios
 
 
-def prior_box(layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: int) -> np.ndarray:
-    """PriorBox-1/8: [2, 4 * H * W * P], OpenVINO's prior order and float32 arithmetic."""
-    f32 = np.float32
-    ratios = _aspect_ratios(layer)
+@dataclass(frozen=True)
+class Prior:
+    """One prior of every cell: its centre moved by ``x_shifts``/``y_shifts`` in turn (the
+    sub-cells of a dense prior), its half sizes, and whether it is clipped on its own
+    (dense priors are)."""
+
+    x_shifts: tuple[np.float32, ...]
+    y_shifts: tuple[np.float32, ...]
+    half_w: np.float32
+    half_h: np.float32
+    clip: bool
+
+
+def prior_box_settings(layer: Layer) -> dict:
+    """PriorBox's attributes as the generators read them, validated."""
     attrs = layer.attrs
-    variance = _variance(layer)
-    step = attrs["step"]
-    offset = attrs["offset"]
-    min_sizes = attrs["min_size"]
-    max_sizes = attrs["max_size"]
-    fixed_sizes = attrs["fixed_size"]
-    fixed_ratios = attrs["fixed_ratio"]
-    densities = attrs["density"]
+    settings = {
+        "ratios": _aspect_ratios(layer),
+        "step": attrs["step"],
+        "offset": attrs["offset"],
+        "min_sizes": attrs["min_size"],
+        "scale_all": attrs["scale_all_sizes"],
+    }
+    if attrs["fixed_size"] and len(attrs["density"]) < len(attrs["fixed_size"]):
+        raise B2SError(f"{layer.where()}: density needs one value per fixed_size")
+    if any(ratio <= 0 for ratio in attrs["fixed_ratio"]):
+        raise B2SError(f"{layer.where()}: attribute fixed_ratio values must be positive")
+    return settings
+
+
+def prior_specs(layer: Layer, min_sizes: list) -> list[Prior]:
+    """The priors of one cell in OpenVINO's order, their float32 constants computed as its
+    reference computes them (``min_sizes`` already scaled for ``scale_all_sizes=false``)."""
+    f32 = np.float32
+    attrs = layer.attrs
+    ratios = _aspect_ratios(layer)
+    max_sizes, fixed_sizes = attrs["max_size"], attrs["fixed_size"]
+    fixed_ratios, densities = attrs["fixed_ratio"], attrs["density"]
     scale_all = attrs["scale_all_sizes"]
     min_max_order = attrs["min_max_aspect_ratios_order"] if layer.version == "opset8" else True
-    if fixed_sizes and len(densities) < len(fixed_sizes):
-        raise B2SError(f"{layer.where()}: density needs one value per fixed_size")
-    if any(ratio <= 0 for ratio in fixed_ratios):
-        raise B2SError(f"{layer.where()}: attribute fixed_ratio values must be positive")
-    if not scale_all:  # MXNet-style priors: sizes and step relative to the image height
-        step = f32(image_h) / f32(layer_h) if step == -1 else f32(step) * f32(image_h)
-        min_sizes = [f32(s) * f32(image_h) for s in min_sizes]
-    inv_w, inv_h = f32(1) / f32(image_w), f32(1) / f32(image_h)
-    cols = np.arange(layer_w, dtype=f32)[None, :]
-    rows = np.arange(layer_h, dtype=f32)[:, None]
-    if step == 0:
-        center_x = (cols + f32(0.5)) * (f32(image_w) / f32(layer_w))
-        center_y = (rows + f32(0.5)) * (f32(image_h) / f32(layer_h))
-    else:
-        center_x = (f32(offset) + cols) * f32(step)
-        center_y = (f32(offset) + rows) * f32(step)
-    center_x, center_y = np.broadcast_arrays(center_x, center_y)
-    priors: list[np.ndarray] = []
+    priors: list[Prior] = []
 
-    def emit(cx, cy, half_w, half_h, clip):
-        box = [
-            (cx - f32(half_w)) * inv_w,
-            (cy - f32(half_h)) * inv_h,
-            (cx + f32(half_w)) * inv_w,
-            (cy + f32(half_h)) * inv_h,
-        ]
-        if clip:
-            box = [
-                np.maximum(box[0], f32(0)),
-                np.maximum(box[1], f32(0)),
-                np.minimum(box[2], f32(1)),
-                np.minimum(box[3], f32(1)),
-            ]
-        priors.append(np.stack(box, axis=-1).astype(f32))
+    def plain(half_w, half_h) -> None:
+        priors.append(Prior((), (), f32(half_w), f32(half_h), False))
 
-    def dense(size, density, half_w, half_h):
+    def dense(size, density, half_w, half_h) -> None:
         shift = int(size / density)
+        start = (-f32(int(size) // 2), f32(shift / 2.0))
         for r in range(density):
             for c in range(density):
-                cx = center_x - f32(int(size) // 2) + f32(shift / 2.0) + f32(c * shift)
-                cy = center_y - f32(int(size) // 2) + f32(shift / 2.0) + f32(r * shift)
-                emit(cx, cy, half_w, half_h, True)
+                x_shifts, y_shifts = (*start, f32(c * shift)), (*start, f32(r * shift))
+                priors.append(Prior(x_shifts, y_shifts, f32(half_w), f32(half_h), True))
 
     for s, size in enumerate(fixed_sizes):
         density = int(densities[s])
@@ -211,27 +211,21 @@ def prior_box(layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: i
 
     for index, size in enumerate(min_sizes):
         half = f32(size) * f32(0.5)
-        emit(center_x, center_y, half, half, False)
+        plain(half, half)
         with_ratios = scale_all or index == len(min_sizes) - 1
         base = min_sizes[index if scale_all else 0]
 
-        def ratio_priors(base=base):
+        def ratio_priors(base=base) -> None:
             for ratio in ratios:
                 if abs(ratio - 1.0) < 1e-6:
                     continue
                 root = f32(np.sqrt(f32(ratio)))
-                emit(
-                    center_x,
-                    center_y,
-                    f32(base) * f32(0.5) * root,
-                    f32(base) * f32(0.5) / root,
-                    False,
-                )
+                plain(f32(base) * f32(0.5) * root, f32(base) * f32(0.5) / root)
 
-        def max_prior(index=index, size=size):
+        def max_prior(index=index, size=size) -> None:
             if len(max_sizes) > index:
                 half_max = f32(np.sqrt(f32(size) * f32(max_sizes[index]))) * f32(0.5)
-                emit(center_x, center_y, half_max, half_max, False)
+                plain(half_max, half_max)
 
         if min_max_order:
             max_prior()
@@ -241,17 +235,69 @@ def prior_box(layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: i
             if with_ratios:
                 ratio_priors()
             max_prior()
+    return priors
 
-    boxes = np.stack(priors, axis=2)  # [H, W, P, 4]
-    if attrs["clip"]:
-        boxes = np.clip(boxes, f32(0), f32(1))
-    variances = np.broadcast_to(np.asarray(variance * (4 // len(variance)), f32), boxes.shape)
-    return np.stack([boxes.reshape(-1), variances.reshape(-1)]).astype(f32)
+
+def prior_box(layer: Layer, layer_h: int, layer_w: int, image_h: int, image_w: int) -> np.ndarray:
+    """PriorBox-1/8: [2, 4 * H * W * P], OpenVINO's prior order and float32 arithmetic."""
+    f32 = np.float32
+    settings = prior_box_settings(layer)
+    step, offset, min_sizes = settings["step"], settings["offset"], settings["min_sizes"]
+    if not settings["scale_all"]:  # MXNet-style priors: sizes and step relative to the height
+        step = f32(image_h) / f32(layer_h) if step == -1 else f32(step) * f32(image_h)
+        min_sizes = [f32(s) * f32(image_h) for s in min_sizes]
+    inv_w, inv_h = f32(1) / f32(image_w), f32(1) / f32(image_h)
+    cols = np.arange(layer_w, dtype=f32)[None, :]
+    rows = np.arange(layer_h, dtype=f32)[:, None]
+    if step == 0:
+        center_x = (cols + f32(0.5)) * (f32(image_w) / f32(layer_w))
+        center_y = (rows + f32(0.5)) * (f32(image_h) / f32(layer_h))
+    else:
+        center_x = (f32(offset) + cols) * f32(step)
+        center_y = (f32(offset) + rows) * f32(step)
+    center_x, center_y = np.broadcast_arrays(center_x, center_y)
+    boxes = []
+    for prior in prior_specs(layer, min_sizes):
+        cx, cy = center_x, center_y
+        for shift in prior.x_shifts:
+            cx = cx + shift
+        for shift in prior.y_shifts:
+            cy = cy + shift
+        box = [
+            (cx - prior.half_w) * inv_w,
+            (cy - prior.half_h) * inv_h,
+            (cx + prior.half_w) * inv_w,
+            (cy + prior.half_h) * inv_h,
+        ]
+        if prior.clip:
+            box = [
+                np.maximum(box[0], f32(0)),
+                np.maximum(box[1], f32(0)),
+                np.minimum(box[2], f32(1)),
+                np.minimum(box[3], f32(1)),
+            ]
+        boxes.append(np.stack(box, axis=-1).astype(f32))
+    stacked = np.stack(boxes, axis=2)  # [H, W, P, 4]
+    if layer.attrs["clip"]:
+        stacked = np.clip(stacked, f32(0), f32(1))
+    variance = _variance(layer)
+    variances = np.broadcast_to(np.asarray(variance * (4 // len(variance)), f32), stacked.shape)
+    return np.stack([stacked.reshape(-1), variances.reshape(-1)]).astype(f32)
 
 
 @converts("PriorBox", (1,), inputs=(2, 2), attrs=PRIOR_BOX_1)
 @converts("PriorBox", (8,), inputs=(2, 2), attrs=PRIOR_BOX_8)
 def prior_box_layer(ctx, layer, inputs):
+    if ctx.value(inputs[0]) is None or ctx.value(inputs[1]) is None:
+        settings = prior_box_settings(layer)
+        if not settings["scale_all"]:
+            raise B2SError(
+                f"{layer.where()}: scale_all_sizes=false scales the priors by the image "
+                "height, which must then be a constant to convert this layer"
+            )
+        priors = prior_specs(layer, settings["min_sizes"])
+        prior_box_at_run_time(ctx, layer, inputs, _variance(layer), settings, priors)
+        return
     value = prior_box(layer, *_sizes(ctx, layer, inputs))
     declared = layer.outputs[0].dims
     if declared and declared[-1] is not None and declared[-1] != value.shape[1]:

@@ -1,11 +1,14 @@
-"""PriorBoxClustered on sizes known only at run time (an SSD whose input H and W are dynamic).
+"""PriorBoxClustered and PriorBox on sizes known only at run time (an SSD whose input H and
+W are dynamic).
 
 With static shapes the priors are a constant (``detection.py``). When the feature-map or
 image size comes from ``ShapeOf`` of a dynamic tensor, the same float32 arithmetic runs as
 ONNX ops, in the same order, so the boxes stay what OpenVINO computes for each size:
-``cx = (w + offset) * step_w`` per column, ``cy`` per row, then ``(cx -+ width / 2) / img_w``
-and ``(cy -+ height / 2) / img_h`` for each prior, clipped to [0, 1] when asked, laid out
-[H, W, P, 4] and followed by the variances, as ``[2, 4 * H * W * P]``.
+PriorBoxClustered's ``cx = (w + offset) * step_w`` per column, ``cy`` per row, then
+``(cx -+ width / 2) / img_w`` and ``(cy -+ height / 2) / img_h`` for each prior; PriorBox's
+centres, then each prior ``detection.prior_specs`` lists (sub-cell centres shifted for dense
+priors) times ``1 / image size``. Clipped to [0, 1] when asked, laid out [H, W, P, 4] and
+followed by the variances, as ``[2, 4 * H * W * P]``.
 """
 
 from __future__ import annotations
@@ -39,10 +42,7 @@ def prior_box_clustered_at_run_time(
     widths, heights = attrs["width"], attrs["height"]
     if len(widths) != len(heights):
         raise B2SError(f"{layer.where()}: width and height need the same number of values")
-    for tensor in inputs:
-        shape = ctx.shape(tensor)
-        if shape is not None and (len(shape) != 1 or shape[0] not in (None, 2)):
-            raise B2SError(f"{layer.where()}: both inputs must hold [height, width]")
+    _check_size_inputs(ctx, layer, inputs)
     layer_h, layer_w = _scalar(ctx, inputs[0], 0), _scalar(ctx, inputs[0], 1)
     image_h, image_w = _scalar(ctx, inputs[1], 0), _scalar(ctx, inputs[1], 1)
     img_w = float32s(ctx, "img_w", attrs["img_w"]) if attrs["img_w"] else image_w
@@ -88,10 +88,94 @@ def prior_box_clustered_at_run_time(
         ],
         axis=3,
     )
-    if attrs["clip"]:
-        stacked = ctx.one("Clip", [stacked, float32s(ctx, "lo", 0.0), float32s(ctx, "hi", 1.0)])
+    _with_variances(ctx, layer, stacked, variance)
+
+
+def _with_variances(ctx, layer: Layer, stacked: str, variance: list[float]) -> None:
+    """[H, W, P, 4] boxes, clipped when the layer asks, then the variances: the layer's
+    ``[2, 4 * H * W * P]`` output."""
+    if layer.attrs["clip"]:
+        stacked = ctx.one("Clip", [stacked, _f32(ctx, 0.0), _f32(ctx, 1.0)])
     boxes = ctx.one("Reshape", [stacked, int64s(ctx, "row", [1, -1])])
     four = np.asarray(variance * (4 // len(variance)), np.float32)
     variances = ctx.one("Expand", [float32s(ctx, "variance", four), ctx.one("Shape", [stacked])])
     rows = ctx.one("Reshape", [variances, int64s(ctx, "row", [1, -1])])
     ctx.one("Concat", [boxes, rows], ctx.out(layer), axis=0)
+
+
+def _f32(ctx: ConversionContext, value: float) -> str:
+    return float32s(ctx, "c", np.float32(value))
+
+
+def _check_size_inputs(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    for tensor in inputs:
+        shape = ctx.shape(tensor)
+        if shape is not None and (len(shape) != 1 or shape[0] not in (None, 2)):
+            raise B2SError(f"{layer.where()}: both inputs must hold [height, width]")
+
+
+def _centre_grid(ctx, layer_h: str, layer_w: str, image_h: str, image_w: str, step, offset):
+    """PriorBox's cell centres, [H, W] each: from the image-to-map ratio when ``step`` is
+    0, else ``(offset + index) * step``."""
+    cols = ctx.one("Range", [_f32(ctx, 0.0), layer_w, _f32(ctx, 1.0)])
+    rows = ctx.one("Range", [_f32(ctx, 0.0), layer_h, _f32(ctx, 1.0)])
+    if step == 0:
+        cx = ctx.one("Add", [cols, _f32(ctx, 0.5)])
+        cx = ctx.one("Mul", [cx, ctx.one("Div", [image_w, layer_w])])
+        cy = ctx.one("Add", [rows, _f32(ctx, 0.5)])
+        cy = ctx.one("Mul", [cy, ctx.one("Div", [image_h, layer_h])])
+    else:
+        cx = ctx.one("Mul", [ctx.one("Add", [_f32(ctx, offset), cols]), _f32(ctx, step)])
+        cy = ctx.one("Mul", [ctx.one("Add", [_f32(ctx, offset), rows]), _f32(ctx, step)])
+    cx = ctx.one("Unsqueeze", [cx, int64s(ctx, "row_axis", [0])])  # [1, W]
+    cy = ctx.one("Unsqueeze", [cy, int64s(ctx, "column_axis", [1])])  # [H, 1]
+    grid = ctx.one("Concat", [ctx.one("Shape", [cy]), ctx.one("Shape", [cx])], axis=0)
+    grid = ctx.one("Gather", [grid, int64s(ctx, "hw", [0, 3])], axis=0)  # [H, W]
+    return ctx.one("Expand", [cx, grid]), ctx.one("Expand", [cy, grid])
+
+
+def prior_box_at_run_time(
+    ctx: ConversionContext,
+    layer: Layer,
+    inputs: list[str],
+    variance: list[float],
+    settings: dict,
+    priors: list,
+) -> None:
+    """PriorBox on run-time sizes: ``settings`` and ``priors`` are
+    ``detection.prior_box_settings`` and ``detection.prior_specs`` of the layer."""
+    _check_size_inputs(ctx, layer, inputs)
+    layer_h, layer_w = _scalar(ctx, inputs[0], 0), _scalar(ctx, inputs[0], 1)
+    image_h, image_w = _scalar(ctx, inputs[1], 0), _scalar(ctx, inputs[1], 1)
+    inv_w = ctx.one("Div", [_f32(ctx, 1.0), image_w])
+    inv_h = ctx.one("Div", [_f32(ctx, 1.0), image_h])
+    cx, cy = _centre_grid(
+        ctx, layer_h, layer_w, image_h, image_w, settings["step"], settings["offset"]
+    )
+    last = int64s(ctx, "last", [2])
+    columns = []
+    for prior in priors:
+        px, py = cx, cy
+        for shift in prior.x_shifts:
+            px = ctx.one("Add", [px, _f32(ctx, shift)])
+        for shift in prior.y_shifts:
+            py = ctx.one("Add", [py, _f32(ctx, shift)])
+        half_w, half_h = _f32(ctx, prior.half_w), _f32(ctx, prior.half_h)
+        box = [
+            ctx.one("Mul", [ctx.one("Sub", [px, half_w]), inv_w]),
+            ctx.one("Mul", [ctx.one("Sub", [py, half_h]), inv_h]),
+            ctx.one("Mul", [ctx.one("Add", [px, half_w]), inv_w]),
+            ctx.one("Mul", [ctx.one("Add", [py, half_h]), inv_h]),
+        ]
+        if prior.clip:
+            zero, one = _f32(ctx, 0.0), _f32(ctx, 1.0)
+            box = [
+                ctx.one("Max", [box[0], zero]),
+                ctx.one("Max", [box[1], zero]),
+                ctx.one("Min", [box[2], one]),
+                ctx.one("Min", [box[3], one]),
+            ]
+        corners = ctx.one("Concat", [ctx.one("Unsqueeze", [b, last]) for b in box], axis=2)
+        columns.append(ctx.one("Unsqueeze", [corners, last]))  # [H, W, 1, 4]
+    stacked = ctx.one("Concat", columns, axis=2) if len(columns) > 1 else columns[0]
+    _with_variances(ctx, layer, stacked, variance)
