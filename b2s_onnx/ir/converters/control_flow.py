@@ -20,6 +20,7 @@ from onnx import TensorProto
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.body import Body, PortLink, PortMap, port_map
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import axis_size
 from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.cell_over_time import convert_cell_over_time
 from b2s_onnx.ir.converters.keras_recurrent import convert_keras_loop
@@ -43,23 +44,15 @@ def _axis(ctx: ConversionContext, layer: Layer, tensor: str, axis: int) -> int:
     return axis + ctx.rank(layer, tensor) if axis < 0 else axis
 
 
-def _dim(ctx: ConversionContext, tensor: str, axis: int) -> str:
-    """Size of ``tensor`` along ``axis`` as an int64 [1] tensor."""
-    shape = ctx.shape(tensor)
-    if shape is not None and axis < len(shape) and shape[axis] is not None:
-        return _i64(ctx, "dim", [shape[axis]])
-    return ctx.one(
-        "Gather", [ctx.one("Shape", [tensor]), _i64(ctx, "axis", [axis])], axis=0, hint="dim"
-    )
-
-
 def _trip_count(ctx: ConversionContext, layer: Layer, inputs: list[str], links: PortMap) -> str:
     """Iterations of a TensorIterator: the sliced axis length over the part size."""
     for link in links.inputs:
         if link.axis is not None:
             tensor = inputs[_input_index(layer, link)]
             axis = _axis(ctx, layer, tensor, link.axis)
-            count = ctx.one("Div", [_dim(ctx, tensor, axis), _i64(ctx, "part", [link.part_size])])
+            count = ctx.one(
+                "Div", [axis_size(ctx, tensor, axis), _i64(ctx, "part", [link.part_size])]
+            )
             return ctx.one("Reshape", [count, _i64(ctx, "scalar", [])], hint="trip_count")
     raise B2SError(f"{layer.where()}: a TensorIterator needs at least one sliced input")
 
@@ -76,7 +69,7 @@ def _slice_in_body(body: Body, layer: Layer, outer: str, link, iteration: str) -
     size = link.part_size
     begin = ctx.one("Mul", [iteration, _i64(ctx, "part", size)])
     if link.stride < 0:
-        end_of_axis = ctx.one("Reshape", [_dim(ctx, outer, axis), _i64(ctx, "scalar", [])])
+        end_of_axis = ctx.one("Reshape", [axis_size(ctx, outer, axis), _i64(ctx, "scalar", [])])
         begin = ctx.one("Sub", [end_of_axis, ctx.one("Add", [begin, _i64(ctx, "part", size)])])
     begin = ctx.one("Reshape", [begin, _i64(ctx, "one", [1])])
     end = ctx.one("Add", [begin, _i64(ctx, "part", [size])])

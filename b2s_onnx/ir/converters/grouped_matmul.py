@@ -27,7 +27,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from b2s_onnx.errors import B2SError
-from b2s_onnx.ir.converters._constants import int64s
+from b2s_onnx.ir.converters._constants import axis_size, int64s
 from b2s_onnx.ir.converters.kernel_types import cast, has_kernel, wider_type
 from b2s_onnx.ir.converters.registry import converts
 
@@ -111,19 +111,13 @@ def _in_type(ctx, layer, a: str, weights: str, product) -> None:
     ctx.one("Cast", [result], ctx.out(layer), to=elem)
 
 
-def _dim(ctx, tensor: str, axis: int) -> str:
-    """``tensor``'s size along ``axis`` as a one-element int64 tensor."""
-    shape = ctx.one("Shape", [tensor])
-    return ctx.one("Slice", [shape, int64s(ctx, "s", [axis]), int64s(ctx, "e", [axis + 1])])
-
-
 def _by_groups(
     ctx, layer, a: str, weights: str, offsets: str, elem: int, output: str | None
 ) -> str:
     """The 2-D x 3-D form in element type ``elem``: an ONNX Loop over the groups, each one
     MatMul on its rows."""
-    rows, columns = _dim(ctx, a, 0), _dim(ctx, weights, 2)
-    groups = ctx.one("Squeeze", [_dim(ctx, weights, 0)])
+    rows, columns = axis_size(ctx, a, 0), axis_size(ctx, weights, 2)
+    groups = ctx.one("Squeeze", [axis_size(ctx, weights, 0)])
     ends = ctx.one("Cast", [offsets], to=TensorProto.INT64)
     zero = int64s(ctx, "zero", [0])
     ends = ctx.one("Where", [ctx.one("Less", [ends, zero]), zero, ends])

@@ -16,6 +16,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
+from b2s_onnx.ir.converters._constants import axis_size
 from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.convolution import run_time_same_geometry
 from b2s_onnx.ir.converters.registry import converts
@@ -223,7 +224,7 @@ def _bins_on_dynamic_sizes(
     current = inputs[0]
     for position, count in enumerate(outputs):
         axis = 2 + position
-        size = ctx.one("Gather", [ctx.one("Shape", [current]), _i64(ctx, "axis", [axis])])
+        size = axis_size(ctx, current, axis)
         bins = []
         for i in range(count):
             start = ctx.one(

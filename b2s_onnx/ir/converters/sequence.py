@@ -8,7 +8,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters._constants import INT64_MAX, int64s
+from b2s_onnx.ir.converters._constants import INT64_MAX, axis_size, int64s
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice, Int
 from b2s_onnx.ir.reader import Layer
@@ -48,21 +48,10 @@ def cumsum(ctx, layer, inputs):
 _CUMSUM_TYPES = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.INT32, TensorProto.INT64)
 
 
-def _dim(ctx: ConversionContext, data: str, axis: int) -> str:
-    """Dimension ``axis`` of ``data`` as a 1-element int64 tensor (a constant when known)."""
-    shape = ctx.shape(data)
-    if shape is not None and shape[axis] is not None:
-        return int64s(ctx, "dim", [shape[axis]])
-    return ctx.one(
-        "Slice",
-        [ctx.one("Shape", [data]), int64s(ctx, "at", [axis]), int64s(ctx, "next", [axis + 1])],
-    )
-
-
 def _roll_axis(ctx: ConversionContext, data: str, axis: int, shift: str, output: str | None) -> str:
     """out = concat(x[dim - k:], x[:dim - k]) along ``axis``, k = shift mod dim."""
-    dim = _dim(ctx, data, axis)
-    split = ctx.one("Sub", [dim, ctx.one("Mod", [shift, dim])])
+    size = axis_size(ctx, data, axis)
+    split = ctx.one("Sub", [size, ctx.one("Mod", [shift, size])])
     where = int64s(ctx, "axis", [axis])
     tail = ctx.one("Slice", [data, split, int64s(ctx, "end", [INT64_MAX]), where])
     head = ctx.one("Slice", [data, int64s(ctx, "zero", [0]), split, where])

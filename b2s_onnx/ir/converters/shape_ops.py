@@ -7,6 +7,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import axis_size
 from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.kernel_types import emit
 from b2s_onnx.ir.converters.registry import converts
@@ -258,12 +259,12 @@ def _shrunk_index(ctx, data: str, axis: int, index: str) -> str:
     """A shrunk axis's run-time index as the CPU plugin reads it: negative ones count from
     the end, and the result is clamped into the axis (measured: 7 of 5 is the last, -9 the
     first), so an index out of range still selects one element."""
-    dim = ctx.one("Gather", [ctx.one("Shape", [data]), _i64(ctx, "axis", [axis])])
+    size = axis_size(ctx, data, axis)
     zero = _i64(ctx, "zero", [0])
     counted = ctx.one(
-        "Where", [ctx.one("Less", [index, zero]), ctx.one("Add", [index, dim]), index]
+        "Where", [ctx.one("Less", [index, zero]), ctx.one("Add", [index, size]), index]
     )
-    last = ctx.one("Sub", [dim, _i64(ctx, "one", [1])])
+    last = ctx.one("Sub", [size, _i64(ctx, "one", [1])])
     counted = ctx.one("Where", [ctx.one("Less", [counted, zero]), zero, counted])
     return ctx.one("Where", [ctx.one("Greater", [counted, last]), last, counted])
 
