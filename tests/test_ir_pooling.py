@@ -37,6 +37,9 @@ GEOMETRIES = [
     ([1, 1, 6, 6], [3, 3], [2, 2], [0, 0], [0, 0]),
     ([1, 2, 6, 7], [3, 3], [2, 2], [1, 0], [1, 1]),
     ([1, 1, 9], [3], [2], [1], [0]),
+    # windows that start past the end padding (stride > kernel): empty, -0 or NaN averages
+    ([1, 2, 4, 4], [2, 2], [3, 3], [1, 1], [1, 1]),
+    ([1, 1, 5, 5], [1, 1], [3, 3], [0, 0], [0, 0]),
 ]
 
 
@@ -229,3 +232,101 @@ def test_max_pool_8_without_index_readers_keeps_the_blocked_layout_after_it(tmp_
     ops = [n.op_type for n in converted.graph.node]
     assert "Identity" not in ops
     assert ops.count("BatchNormalization") == 1, ops
+
+
+#: (kernel, strides, pads_begin, pads_end) whose last 'ceil' window starts in the end padding
+#: at some of RUN_TIME_SIZES and not at others.
+RUN_TIME_GEOMETRIES = [
+    ([2, 2], [3, 3], [1, 1], [1, 1]),
+    ([3, 3], [2, 2], [0, 0], [0, 0]),
+    ([3, 2], [2, 3], [1, 0], [1, 1]),
+]
+RUN_TIME_SIZES = [[1, 2, 4, 4], [2, 2, 7, 6], [1, 2, 8, 9], [1, 2, 11, 5]]
+
+
+def _run_time_pool_pairs(tmp_path, build):
+    """The layer built on [-1, 2, -1, -1] data, run by both at every size of RUN_TIME_SIZES."""
+    x = o1.parameter([-1, 2, -1, -1], np.float32, name="in0")
+    layer = build(x)
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model(list(layer.outputs()), [x]), xml)
+    converted = b2s_onnx.convert_ir(xml)
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    rng = np.random.default_rng(3)
+    pairs = []
+    for size in RUN_TIME_SIZES:
+        feeds = {"in0": rng.standard_normal(size).astype(np.float32)}
+        theirs = compiled(feeds)
+        ours = run_onnxruntime(converted, feeds)
+        pairs += [(o, np.asarray(theirs[i])) for i, o in enumerate(ours.values())]
+    return pairs
+
+
+@pytest.mark.parametrize("geometry", RUN_TIME_GEOMETRIES, ids=lambda g: str(g))
+@pytest.mark.parametrize(
+    ("version", "rounding"),
+    [(1, "ceil"), (8, "ceil"), (14, "ceil"), (14, "ceil_torch")],
+)
+def test_max_pool_ceil_on_run_time_spatial_sizes_matches_openvino(
+    tmp_path, geometry, version, rounding
+):
+    """A window that starts in the end padding at some sizes only: 'ceil_torch' drops it as
+    onnxruntime's ceil_mode does; 'ceil' keeps it, appended at run time (values and indices)."""
+    kernel, strides, begin, end = geometry
+
+    def build(x):
+        if version == 1:
+            return o1.max_pool(x, strides, begin, end, kernel, rounding)
+        ops = o8 if version == 8 else o14
+        return ops.max_pool(x, strides, [1, 1], begin, end, kernel, rounding, axis=1)
+
+    assert_close(_run_time_pool_pairs(tmp_path, build), exact=True)
+
+
+@pytest.mark.parametrize("geometry", RUN_TIME_GEOMETRIES, ids=lambda g: str(g))
+@pytest.mark.parametrize("rounding", ["ceil", "ceil_torch"])
+@pytest.mark.parametrize("exclude_pad", [True, False])
+def test_avg_pool_ceil_on_run_time_spatial_sizes_matches_openvino(
+    tmp_path, geometry, rounding, exclude_pad
+):
+    """Counting padding, a window past the end padding divides by the whole kernel, on sizes
+    known only at run time too (the input padded at run time)."""
+    kernel, strides, begin, end = geometry
+
+    def build(x):
+        return o14.avg_pool(x, strides, begin, end, kernel, exclude_pad, rounding)
+
+    assert_close(_run_time_pool_pairs(tmp_path, build), atol=1e-6)
+
+
+def test_ceil_pool_with_one_static_axis_whose_last_window_drops_is_refused(tmp_path):
+    """onnx's shape inference and onnxruntime count that axis differently in ceil_mode."""
+    x = o1.parameter([1, 2, 4, -1], np.float32, name="in0")
+    layer = o14.max_pool(x, [3, 3], [1, 1], [1, 1], [1, 1], [2, 2], "ceil_torch")
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
+    with pytest.raises(B2SError, match="spatial axis 0 static"):
+        b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("opset", [17, 19])
+@pytest.mark.parametrize("exclude", [True, False])
+@pytest.mark.parametrize("shape", [[1, 2, 8, 8], [1, 2, 9, 9], [1, 2, -1, -1]])
+def test_dilated_avg_pool_windows_past_the_end_padding_match_openvino(
+    tmp_path, opset, exclude, shape
+):
+    """A dilated 'ceil' window with no tap inside averages to NaN excluding padding wherever
+    it starts (an undilated one starting past the end padding gives -0)."""
+    x = o1.parameter(shape, np.float32, name="in0")
+    layer = o16.avg_pool(x, [5, 5], [1, 1], [1, 1], [2, 2], exclude, "ceil", dilations=[2, 2])
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x]), xml)
+    if opset == 17 and -1 in shape:
+        with pytest.raises(B2SError, match="needs static spatial dims"):
+            b2s_onnx.convert_ir(xml, opset=opset)
+        return
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    for size in ([1, 2, 8, 8], [1, 2, 9, 9]) if -1 in shape else (shape,):
+        feeds = {"in0": np.random.default_rng(5).standard_normal(size).astype(np.float32)}
+        (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml, opset=opset), feeds).values()
+        assert_close([(ours, np.asarray(compiled(feeds)[0]))], atol=1e-6)

@@ -458,26 +458,6 @@ def group_convolution_backprop_data(ctx, layer, inputs):
     _transposed(ctx, layer, inputs, weights, groups)
 
 
-def _pool_attrs(ctx, layer, data) -> dict:
-    spatial = _spatial(ctx, layer, data)
-    if spatial < 1:
-        raise B2SError(f"{layer.where()}: pooling needs data of rank 3 or more")
-    rounding = layer.attrs["rounding_type"]
-    if rounding == "ceil_torch":
-        raise B2SError(f"{layer.where()}: rounding_type='ceil_torch' is not supported")
-    kernel, strides = _spatial_lists(layer, spatial, "kernel", "strides")
-    padding = _padding(layer, spatial)
-    pads = padding.get("pads", [])
-    if any(pad >= size for pad, size in zip(pads, kernel + kernel, strict=False)):
-        raise B2SError(
-            f"{layer.where()}: pads {pads} must be smaller than the kernel {kernel} on every axis"
-        )
-    attrs = {"kernel_shape": kernel, "strides": strides, **padding}
-    if rounding == "ceil":
-        attrs["ceil_mode"] = 1
-    return attrs
-
-
 @converts(
     "MatMul",
     (1,),

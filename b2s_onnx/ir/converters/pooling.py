@@ -2,10 +2,11 @@
 
 onnxruntime's ``ceil_mode`` is OpenVINO's ``ceil_torch``: a window that would start in the
 end padding is dropped. OpenVINO's plain ``ceil`` keeps that window, which then covers
-padding only; OpenVINO gives it the lowest float (MaxPool), 0 (AvgPool counting padding)
-or NaN (AvgPool excluding it: 0 / 0), and the index of its plane's first element. Those
-windows are appended here with a constant Pad, so every rounding type matches.
-"""
+padding only (or nothing); OpenVINO gives it the lowest float (MaxPool), 0 (AvgPool
+counting padding) or 0 over a count that may be 0 or negative (AvgPool excluding it: NaN or
+-0, see ``_empty_window_divisors``), and the index of its plane's first element. Those
+windows are appended here with a Pad, so every rounding type matches, on sizes known only
+at run time too."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters._constants import axis_size
 from b2s_onnx.ir.converters._constants import int64s as _i64
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import SPATIAL, Bool, Choice, ElementType, Int, Ints
@@ -41,29 +43,66 @@ _MAX_POOL_8 = {
 }
 
 
-def _window_counts(
-    ctx: ConversionContext, layer: Layer, data: str, attrs: dict, dilations: list[int]
-) -> list[tuple[int, int]] | None:
-    """Per spatial axis, (OpenVINO 'ceil' count, 'ceil_torch' count) of windows; None when a
-    spatial dim is unknown but the two cannot differ (no window can start in the end pads)."""
+#: A window count per spatial axis: OpenVINO's 'ceil' count and its 'ceil_torch' count, or
+#: None where the axis is only known at run time.
+Counts = list[tuple[int, int] | None]
+#: Windows to append per spatial axis: a number, or an int64 [1] tensor computed at run time.
+Extra = list[int | str]
+
+
+def _window_counts(ctx: ConversionContext, data: str, attrs: dict, dilations: list[int]) -> Counts:
+    """Per spatial axis, (OpenVINO 'ceil' count, 'ceil_torch' count) of windows, or None for
+    an axis whose size is only known at run time."""
     shape = ctx.shape(data)
     spatial = len(dilations)
-    counts = []
+    counts: Counts = []
     for axis in range(spatial):
-        stride, size = attrs["strides"][axis], attrs["kernel_shape"][axis]
+        stride = attrs["strides"][axis]
         begin, end = attrs["pads"][axis], attrs["pads"][spatial + axis]
-        reach = (size - 1) * dilations[axis] + 1
+        reach = _reach(attrs, dilations, axis)
         dim = None if shape is None else shape[axis + 2]
         if dim is None:
-            if end + stride > reach:
-                raise B2SError(
-                    f"{layer.where()}: a rounding_type of ceil needs a static spatial axis "
-                    f"{axis} here (a window may start in the end padding)"
-                )
-            return None
+            counts.append(None)
+            continue
         count = math.ceil((dim + begin + end - reach) / stride) + 1
         counts.append((count, count - 1 if (count - 1) * stride >= dim + begin else count))
     return counts
+
+
+def _ceil_count_at_run_time(
+    ctx: ConversionContext, data: str, attrs: dict, dilations: list[int], axis: int
+) -> tuple[str, str]:
+    """OpenVINO's 'ceil' window count along a spatial axis known only at run time, and
+    whether its last window starts in the end padding (then 'ceil_torch' drops it), as int64
+    [1] tensors (the second 0 or 1)."""
+    spatial = len(dilations)
+    stride = attrs["strides"][axis]
+    begin, end = attrs["pads"][axis], attrs["pads"][spatial + axis]
+    reach = _reach(attrs, dilations, axis)
+    dim = axis_size(ctx, data, axis + 2)
+    # ceil(room / stride) + 1 for a room >= 0 (a smaller one fails in both runtimes)
+    room = ctx.one("Add", [dim, _i64(ctx, "room", [begin + end - reach + stride - 1])])
+    count = ctx.one(
+        "Add", [ctx.one("Div", [room, _i64(ctx, "stride", [stride])]), _i64(ctx, "one", [1])]
+    )
+    last_start = ctx.one(
+        "Mul", [ctx.one("Sub", [count, _i64(ctx, "one", [1])]), _i64(ctx, "stride", [stride])]
+    )
+    in_padding = ctx.one(
+        "Not", [ctx.one("Less", [last_start, ctx.one("Add", [dim, _i64(ctx, "begin", [begin])])])]
+    )
+    return count, ctx.one("Cast", [in_padding], to=TensorProto.INT64)
+
+
+def _reach(attrs: dict, dilations: list[int], axis: int) -> int:
+    """How many input positions a window spans along a spatial axis."""
+    return (attrs["kernel_shape"][axis] - 1) * dilations[axis] + 1
+
+
+def _may_start_in_end_padding(attrs: dict, dilations: list[int], axis: int) -> bool:
+    """Whether some size of the axis puts a 'ceil' window's start in the end padding."""
+    spatial = len(dilations)
+    return attrs["pads"][spatial + axis] + attrs["strides"][axis] > _reach(attrs, dilations, axis)
 
 
 def _same_pads(
@@ -120,19 +159,53 @@ def _pool_attrs(ctx: ConversionContext, layer: Layer, data: str, dilations: list
     rounding = values["rounding_type"]
     if rounding == "floor":
         return attrs, none
-    counts = _window_counts(ctx, layer, data, attrs, dilations)
-    if counts is None or all(ceil == torch for ceil, torch in counts):
-        attrs["ceil_mode"] = 1
-        return attrs, none
+    counts = _window_counts(ctx, data, attrs, dilations)
+    if all(count is not None for count in counts):
+        if all(ceil == torch for ceil, torch in counts):
+            attrs["ceil_mode"] = 1
+            return attrs, none
+        if rounding == "ceil_torch":
+            return attrs, none
+        return attrs, [ceil - torch for ceil, torch in counts]
+    # Some axis is known only at run time: onnxruntime's ceil_mode counts 'ceil_torch'
+    # windows at any size, but onnx's shape inference counts 'ceil' ones, so a static axis
+    # where the two differ cannot share the node.
+    for axis, count in enumerate(counts):
+        if count is not None and count[0] != count[1]:
+            raise B2SError(
+                f"{layer.where()}: a rounding_type of {rounding} with spatial axis {axis} "
+                f"static (its last window starts in the end padding) and another one dynamic "
+                "is not supported; make every spatial axis static or dynamic"
+            )
+    attrs["ceil_mode"] = 1
     if rounding == "ceil_torch":
         return attrs, none
-    return attrs, [ceil - torch for ceil, torch in counts]
+    extra: Extra = [
+        _ceil_count_at_run_time(ctx, data, attrs, dilations, axis)[1]
+        if count is None and _may_start_in_end_padding(attrs, dilations, axis)
+        else 0
+        for axis, count in enumerate(counts)
+    ]
+    return attrs, extra
 
 
-def _append_windows(ctx: ConversionContext, tensor: str, extra: list[int], fill: str) -> str:
-    rank = 2 + len(extra)
-    pads = [0] * rank + [0, 0, *extra]
-    return ctx.one("Pad", [tensor, _i64(ctx, "pads", pads), fill], mode="constant")
+def _end_pads(ctx: ConversionContext, rank: int, extra: Extra) -> str:
+    """Pad's pads for ``extra`` elements at the end of each spatial axis of a rank-``rank``
+    tensor: a constant, or a Concat where some count is only known at run time."""
+    if all(isinstance(count, int) for count in extra):
+        return _i64(ctx, "pads", [0] * rank + [0, 0, *extra])
+    parts = [_i64(ctx, "pads", [0] * (rank + 2))]
+    parts += [_i64(ctx, "pad", [count]) if isinstance(count, int) else count for count in extra]
+    return ctx.one("Concat", parts, axis=0, hint="pads")
+
+
+def _append_windows(ctx: ConversionContext, tensor: str, extra: Extra, fill: str) -> str:
+    pads = _end_pads(ctx, 2 + len(extra), extra)
+    return ctx.one("Pad", [tensor, pads, fill], mode="constant")
+
+
+def _has_extra(extra: Extra) -> bool:
+    return any(not isinstance(count, int) or count for count in extra)
 
 
 def _lowest(ctx: ConversionContext, like: str) -> str:
@@ -144,7 +217,7 @@ def _lowest(ctx: ConversionContext, like: str) -> str:
 @converts("MaxPool", (1,), inputs=(1, 1), attrs={**_POOL, "rounding_type": _ROUNDING_1})
 def max_pool_1(ctx, layer, inputs):
     attrs, extra = _pool_attrs(ctx, layer, inputs[0], [1] * len(layer.attrs["kernel"]))
-    if not any(extra):
+    if not _has_extra(extra):
         ctx.one("MaxPool", inputs, ctx.out(layer), **attrs)
         return
     pooled = ctx.one("MaxPool", inputs, **attrs)
@@ -174,7 +247,7 @@ def _max_pool_with_indices(ctx: ConversionContext, layer: Layer, data: str) -> N
         attrs["dilations"] = dilations
     if len(layer.outputs) < 2 or not ctx.is_read(layer, 1):
         # No reader of the indices: the plain MaxPool, which later rewrites can match.
-        if not any(extra):
+        if not _has_extra(extra):
             ctx.one("MaxPool", [data], ctx.out(layer, 0), **attrs)
             return
         values = ctx.one("MaxPool", [data], **attrs)
@@ -184,7 +257,7 @@ def _max_pool_with_indices(ctx: ConversionContext, layer: Layer, data: str) -> N
         return
     values, indices = ctx.node("MaxPool", [data], [ctx.tmp("values"), ctx.tmp("indices")], **attrs)
     plane = ctx.reduce("ReduceProd", ctx.one("Shape", [data], start=2), [0], True)
-    if any(extra):
+    if _has_extra(extra):
         values = _append_windows(ctx, values, extra, _lowest(ctx, data))
         planes = _append_windows_edge(ctx, ctx.one("Div", [indices, plane]), extra)
         padded = _append_windows(ctx, indices, extra, _i64(ctx, "missing", -1))
@@ -205,10 +278,8 @@ def _max_pool_with_indices(ctx: ConversionContext, layer: Layer, data: str) -> N
         ctx.one("Cast", [indices], ctx.out(layer, 1), to=target)
 
 
-def _append_windows_edge(ctx: ConversionContext, tensor: str, extra: list[int]) -> str:
-    rank = 2 + len(extra)
-    pads = [0] * rank + [0, 0, *extra]
-    return ctx.one("Pad", [tensor, _i64(ctx, "pads", pads)], mode="edge")
+def _append_windows_edge(ctx: ConversionContext, tensor: str, extra: Extra) -> str:
+    return ctx.one("Pad", [tensor, _end_pads(ctx, 2 + len(extra), extra)], mode="edge")
 
 
 _AVG_POOL = {**_POOL, "exclude-pad": Bool(required=True)}
@@ -360,13 +431,76 @@ def _avg_pool(
     attrs["count_include_pad"] = 0 if exclude else 1
     if not exclude and layer.attrs["rounding_type"] != "floor" and any(attrs.get("pads", [])):
         data = _divide_by_whole_kernel(ctx, layer, data, attrs)
-    if not any(extra):
+    if not _has_extra(extra):
         ctx.one("AveragePool", [data], ctx.out(layer), **attrs)
         return
     pooled = ctx.one("AveragePool", [data], **attrs)
     dtype = NUMPY_OF_ONNX.get(ctx.type_of(data), np.float32)
-    fill = ctx.const("fill", np.asarray(np.nan if exclude else 0.0, dtype))
-    ctx.one("Identity", [_append_windows(ctx, pooled, extra, fill)], ctx.out(layer))
+    if not exclude or any(d != 1 for d in dilations):
+        # Counting padding an empty window is 0; a dilated one excluding it is NaN (no tap
+        # inside: 0 / 0, measured).
+        fill = ctx.const("fill", np.asarray(np.nan if exclude else 0.0, dtype))
+        ctx.one("Identity", [_append_windows(ctx, pooled, extra, fill)], ctx.out(layer))
+        return
+    # -0 + 0 / divisor: the empty windows' quotients, the others' values unchanged.
+    padded = _append_windows(ctx, pooled, extra, ctx.const("fill", np.asarray(-0.0, dtype)))
+    divisor = _empty_window_divisors(ctx, data, attrs, dilations, extra, dtype)
+    quotients = ctx.one("Div", [ctx.const("zero", np.asarray(0.0, dtype)), divisor])
+    ctx.one("Add", [padded, quotients], ctx.out(layer))
+
+
+def _empty_window_divisors(
+    ctx: ConversionContext,
+    data: str,
+    attrs: dict,
+    dilations: list[int],
+    extra: Extra,
+    dtype: np.dtype,
+) -> str:
+    """Excluding padding, OpenVINO divides an appended undilated 'ceil' window by the product
+    over the axes of ``min(end, size) - max(start, 0)``, the window's end first clipped to the
+    end padding: 0 for a window starting where the end padding starts (so 0 / 0 = NaN),
+    negative for one starting further on (-0, or +0 where two such axes meet). Measured
+    against its CPU plugin; the other windows get divisor 1 here. Per axis a vector over the
+    output windows, broadcast into the output's shape."""
+    spatial = len(extra)
+    factors = []
+    for axis, count in enumerate(extra):
+        if isinstance(count, int) and not count:
+            continue
+        begin, stride = attrs["pads"][axis], attrs["strides"][axis]
+        if isinstance(count, int):
+            dim = ctx.shape(data)[axis + 2]
+            windows = math.ceil(
+                (dim + begin + attrs["pads"][spatial + axis] - _reach(attrs, dilations, axis))
+                / stride
+            )
+            vector = np.ones(windows + 1, dtype)
+            vector[-1] = dim - (windows * stride - begin)
+            factor = ctx.const("divisors", vector)
+        else:
+            total, in_padding = _ceil_count_at_run_time(ctx, data, attrs, dilations, axis)
+            windows = ctx.one("Sub", [total, _i64(ctx, "one", [1])])
+            start = ctx.one(
+                "Sub",
+                [ctx.one("Mul", [windows, _i64(ctx, "stride", [stride])]), _i64(ctx, "b", [begin])],
+            )
+            last = ctx.one(
+                "Cast",
+                [ctx.one("Sub", [axis_size(ctx, data, axis + 2), start])],
+                to=ctx.type_of(data),
+            )
+            kept = ctx.one("Sub", [total, in_padding])
+            ones = ctx.one("Expand", [ctx.const("one", np.ones(1, dtype)), kept])
+            appended = ctx.one("Slice", [last, _i64(ctx, "start", [0]), in_padding])
+            factor = ctx.one("Concat", [ones, appended], axis=0)
+        shape = [1] * (spatial + 2)
+        shape[axis + 2] = -1
+        factors.append(ctx.one("Reshape", [factor, _i64(ctx, "shape", shape)]))
+    product = factors[0]
+    for factor in factors[1:]:
+        product = ctx.one("Mul", [product, factor])
+    return product
 
 
 def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, attrs: dict) -> str:
@@ -379,10 +513,7 @@ def _divide_by_whole_kernel(ctx: ConversionContext, layer: Layer, data: str, att
     if all(stride == 1 for stride in attrs["strides"]):
         return data
     if shape is None or any(d is None for d in shape[2:]):
-        raise B2SError(
-            f"{layer.where()}: AvgPool counting padding with a rounding_type of ceil needs "
-            "static spatial dims"
-        )
+        return _pad_to_whole_windows_at_run_time(ctx, data, attrs)
     pads = list(attrs["pads"])
     dilations = attrs.get("dilations", [1] * spatial)
     for axis in range(spatial):
@@ -425,3 +556,34 @@ def _slice(ctx: ConversionContext, tensor: str, axis: int, start: int, stop: int
         "Slice",
         [tensor, _i64(ctx, "start", [start]), _i64(ctx, "stop", [stop]), _i64(ctx, "axis", [axis])],
     )
+
+
+def _pad_to_whole_windows_at_run_time(ctx: ConversionContext, data: str, attrs: dict) -> str:
+    """``_divide_by_whole_kernel`` on sizes known only at run time: the input padded with
+    zeros up to the end of the last 'ceil_torch' window (a Pad whose sizes are computed, which
+    onnxruntime cannot fold into the pool), then pooled without padding, so every window
+    divides by the whole kernel. 'ceil' windows past it are appended by the caller."""
+    spatial = len(attrs["kernel_shape"])
+    dilations = attrs.get("dilations", [1] * spatial)
+    pads = list(attrs["pads"])
+    ends: Extra = []
+    for axis in range(spatial):
+        stride, begin, end = attrs["strides"][axis], pads[axis], pads[spatial + axis]
+        reach = _reach(attrs, dilations, axis)
+        count, in_padding = _ceil_count_at_run_time(ctx, data, attrs, dilations, axis)
+        windows = ctx.one("Sub", [count, in_padding])
+        last_end = ctx.one(
+            "Add",
+            [
+                ctx.one("Mul", [windows, _i64(ctx, "stride", [stride])]),
+                _i64(ctx, "reach", [reach - stride - begin]),
+            ],
+        )
+        needed = ctx.one("Sub", [last_end, axis_size(ctx, data, axis + 2)])
+        ends.append(ctx.one("Max", [needed, _i64(ctx, "end", [end])]))
+    pad_sizes = ctx.one(
+        "Concat", [_i64(ctx, "pads", [0, 0, *pads[:spatial], 0, 0]), *ends], axis=0, hint="pads"
+    )
+    attrs["pads"] = [0] * (2 * spatial)
+    attrs.pop("ceil_mode", None)
+    return ctx.one("Pad", [data, pad_sizes], mode="constant")
