@@ -63,6 +63,29 @@ def test_out_of_range_gather_indices_give_zeros_like_openvino(tmp_path, gather, 
     assert_close(pairs, exact=True)
 
 
+@pytest.mark.parametrize("dtype", [F32, np.int32, np.bool_])
+@pytest.mark.parametrize(
+    ("data_shape", "index_shape", "axis", "batch_dims"),
+    [([2, 0, 3], [4], 1, 0), ([2, 0, 3], [2, 4], 1, 1), ([0, 3], [2, 2], 0, 0)],
+)
+def test_gather_from_an_empty_axis_gives_zeros(
+    tmp_path, dtype, data_shape, index_shape, axis, batch_dims
+):
+    """Every index is out of range: the spec's zeros (onnxruntime's Gather failed on any
+    index; OpenVINO's plugin returns uninitialised memory, so only its shape is compared)."""
+    x = o1.parameter(data_shape, dtype, name="x")
+    i = o1.parameter(index_shape, np.int64, name="i")
+    layer = o8.gather(x, i, _i64(axis), batch_dims)
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([layer.output(0)], [x, i]), xml)
+    feeds = {"x": np.zeros(data_shape, dtype), "i": np.ones(index_shape, np.int64)}
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()
+    theirs = ov.Core().compile_model(xml, "CPU")(feeds)[0]
+    assert ours.shape == theirs.shape
+    assert ours.dtype == theirs.dtype
+    assert not ours.any()
+
+
 def test_softmax1_without_axis_normalises_axis_zero_like_openvino(tmp_path):
     x = o1.parameter([2, 3, 4], F32, name="x")
     xml = tmp_path / "model.xml"

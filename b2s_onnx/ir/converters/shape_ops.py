@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, numpy_helper
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
@@ -301,6 +301,9 @@ def gather(ctx, layer, inputs):
             )
         _check_batch_dims(ctx, layer, inputs, batch)
     size = ctx.shape(inputs[0])[axis]
+    if size == 0:
+        _gather_from_nothing(ctx, layer, inputs, axis, batch)
+        return
     low = -size if size is not None and layer.version == "opset8" else 0
     indices, index_shape = ctx.value(inputs[1]), ctx.shape(inputs[1])
     in_range = indices is not None and bool(((indices >= low) & (indices < (size or 0))).all())
@@ -342,6 +345,25 @@ def gather(ctx, layer, inputs):
     elem = ctx.type_of(inputs[0])
     zero = ctx.const("zero", np.zeros((), NUMPY_OF_ONNX[elem]))
     emit(ctx, layer, "Where", [valid, gathered, zero], ctx.out(layer), elem=elem)
+
+
+def _gather_from_nothing(ctx, layer, inputs, axis: int, batch: int) -> None:
+    """Every index is out of range of an empty axis: OpenVINO's output is zeros, and
+    onnxruntime's Gather would fail on any index (even a masked one), so the zeros are made
+    directly in the output's shape ``data[:axis] + indices[batch:] + data[axis + 1:]``."""
+    parts = [
+        ctx.one("Shape", [inputs[0]], end=axis) if axis else None,
+        ctx.one("Shape", [inputs[1]], start=batch),
+        ctx.one("Shape", [inputs[0]], start=axis + 1),
+    ]
+    shape = ctx.one("Concat", [part for part in parts if part], axis=0)
+    elem = ctx.type_of(inputs[0])
+    ctx.one(
+        "ConstantOfShape",
+        [shape],
+        ctx.out(layer),
+        value=numpy_helper.from_array(np.zeros([1], NUMPY_OF_ONNX[elem])),
+    )
 
 
 def _check_batch_dims(ctx, layer, inputs, batch: int) -> None:
