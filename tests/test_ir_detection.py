@@ -475,6 +475,34 @@ def test_generate_proposals_single_image_matches_openvino(tmp_path, pre, post):
     assert_close(pairs, atol=2e-5, rtol=1e-5)
 
 
+def test_generate_proposals_single_image_suppresses_by_exclusive_overlap(tmp_path):
+    """Boxes are refined counting pixels inclusively but suppressed by plain overlap (offset
+    0), in the plugin and the core reference alike: at threshold 0.3 two boxes overlap 0.287
+    plainly and 0.308-0.326 inclusively, so the inclusive rule dropped one proposal."""
+    rng = np.random.default_rng(0)
+    count, height, width = 3, 2, 6
+    corners = rng.uniform(0, 0.7, (height * width * count, 2)) * 60
+    sizes = rng.uniform(0.05, 0.3, (height * width * count, 2)) * 60
+    scores = (rng.permutation(count * height * width) + 0.5) / (count * height * width)
+    feeds = {
+        "info": np.array([60, 60, 1], F32),
+        "anchors": np.concatenate([corners, corners + sizes], 1).astype(F32),
+        "deltas": rng.uniform(-0.5, 0.5, (count * 4, height, width)).astype(F32),
+        "scores": scores.reshape(count, height, width).astype(F32),
+    }
+    attrs = {"min_size": 0.0, "nms_threshold": 0.3, "pre_nms_count": 1000, "post_nms_count": 50}
+    pairs = compare(
+        tmp_path,
+        lambda *inputs: list(
+            opset6_node(
+                "ExperimentalDetectronGenerateProposalsSingleImage", list(inputs), attrs
+            ).outputs()
+        ),
+        feeds,
+    )
+    assert_close(pairs, atol=2e-5, rtol=1e-5)
+
+
 def deformable_feeds(channels, out_hw, taps, dgroups, seed=0, mask=False):
     rng = np.random.default_rng(seed)
     feeds = {
@@ -602,6 +630,7 @@ def test_topk_rois_pads_with_zeros_past_the_rois(tmp_path):
         {"flatten": True, "h": 0, "w": 0, "stride_x": 0.0, "stride_y": 0.0},
         {"flatten": False, "h": 0, "w": 0, "stride_x": 4.0, "stride_y": 5.0},
         {"flatten": True, "h": 3, "w": 2, "stride_x": 0.0, "stride_y": 0.0},
+        {"flatten": False, "h": 3, "w": 2, "stride_x": 0.0, "stride_y": 0.0},
     ],
 )
 def test_prior_grid_generator_matches_openvino(tmp_path, attrs):
@@ -616,6 +645,20 @@ def test_prior_grid_generator_matches_openvino(tmp_path, attrs):
         feeds,
     )
     assert_close(pairs, atol=1e-6)
+
+
+@pytest.mark.parametrize("flatten", [True, False])
+def test_prior_grid_that_does_not_fill_the_feature_map_is_refused(tmp_path, flatten):
+    """OpenVINO leaves the cells past h * w uninitialised: nothing defined to convert."""
+    priors = o1.parameter([3, 4], F32, name="priors")
+    feature = o1.parameter([1, 2, 4, 5], F32, name="feature")
+    image = o1.parameter([1, 3, 20, 30], F32, name="image")
+    attrs = {"flatten": flatten, "h": 3, "w": 6, "stride_x": 0.0, "stride_y": 0.0}
+    layer = opset6_node("ExperimentalDetectronPriorGridGenerator", [priors, feature, image], attrs)
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model(layer.outputs(), [priors, feature, image]), xml)
+    with pytest.raises(b2s_onnx.B2SError, match="does not fill the feature map"):
+        b2s_onnx.convert_ir(xml)
 
 
 @pytest.mark.parametrize("aligned", [False, True])

@@ -837,6 +837,32 @@ def test_prior_box_attributes_openvino_is_inconsistent_about_are_refused(tmp_pat
         b2s_onnx.convert_ir(xml)
 
 
+@pytest.mark.parametrize("make", [o1.prior_box, o8.prior_box], ids=["PriorBox-1", "PriorBox-8"])
+@pytest.mark.parametrize("flip", [False, True])
+def test_prior_box_without_scale_all_sizes_keeps_the_declared_width(tmp_path, make, flip):
+    """scale_all_sizes=false with max_size: OpenVINO's shape formula leaves the max_size
+    priors out, its plugin writes them anyway up to the declared width; so do we."""
+    x = o1.parameter([1], F32, name="x")
+    attrs = {
+        "min_size": [0.5, 0.6],
+        "max_size": [0.7, 0.9],
+        "aspect_ratio": [2.0, 3.0],
+        "flip": flip,
+        "clip": False,
+        "step": 0.1,
+        "offset": 0.0,
+        "variance": [0.1, 0.1, 0.2, 0.2],
+        "scale_all_sizes": False,
+    }
+    priors = make(c([4, 5]), c([32, 40]), attrs)
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model([o1.add(priors, o1.reduce_sum(x, c([0]), False))], [x]), xml)
+    feeds = {"x": np.zeros([1], F32)}
+    (ours,) = run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values()
+    compiled = ov.Core().compile_model(xml, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    assert ours.tobytes() == compiled(feeds)[0].tobytes()
+
+
 #: Gather with batch_dims: (opset module, data shape, indices, axis, batch_dims). Indices
 #: out of range give zeros in OpenVINO (negative ones count from the end in Gather-8).
 BATCHED_GATHERS = {

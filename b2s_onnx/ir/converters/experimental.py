@@ -59,6 +59,25 @@ def topk_rois(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
     _write(ctx, layer, 0, ctx.one("Pad", [best, pads]))
 
 
+def _require_grid_of_feature_map(ctx: ConversionContext, layer: Layer, feature: str) -> None:
+    """Refuses an h x w grid (attributes h, w) with another number of cells than the feature
+    map: OpenVINO shapes the output by the feature map but fills only h * w cells of it,
+    leaving the rest of the buffer uninitialised (its own layer test of that case is
+    disabled), so there is no defined result to convert. The same number of cells laid out
+    differently is defined, and converts."""
+    shape = ctx.shape(feature)
+    if shape is None or len(shape) != 4 or None in shape[2:]:
+        return
+    rows, columns = layer.attrs["h"] or shape[2], layer.attrs["w"] or shape[3]
+    if rows * columns != shape[2] * shape[3]:
+        raise B2SError(
+            f"{layer.where()}: a grid of h={rows} x w={columns} cells does not fill the "
+            f"feature map's {shape[2]} x {shape[3]} (input 1); OpenVINO then shapes the output "
+            "by the feature map but fills only h * w cells of it, so there is no defined "
+            "result to convert"
+        )
+
+
 @converts(
     "ExperimentalDetectronPriorGridGenerator",
     (6,),
@@ -75,6 +94,7 @@ def prior_grid_generator(ctx: ConversionContext, layer: Layer, inputs: list[str]
     """Every prior centred on every cell of an h x w grid (the feature map's size unless
     given), in (row, column, prior) order; the strides default to image size / grid size."""
     attrs = layer.attrs
+    _require_grid_of_feature_map(ctx, layer, inputs[1])
     priors = _float(ctx, inputs[0])
     feature = ctx.one("Shape", [inputs[1]])
     image = ctx.one("Shape", [inputs[2]])

@@ -257,8 +257,9 @@ def generate_proposals_single_image(
     # Small boxes score 0 here but stay candidates (they may be chosen and suppress).
     kept_scores = ctx.one("Mul", [ctx.one("Cast", [large], to=TensorProto.FLOAT), scores])
     everyone = ctx.one("Equal", [kept_scores, kept_scores])
+    # ...but its NMS (and the core reference's) measures overlap exclusively (offset 0).
     selected, top_boxes, top_scores = _best_then_nms(
-        ctx, boxes, kept_scores, everyone, attrs["pre_nms_count"], post, attrs["nms_threshold"], 1.0
+        ctx, boxes, kept_scores, everyone, attrs["pre_nms_count"], post, attrs["nms_threshold"], 0.0
     )
     pick = _pick(ctx, selected)
     rois = ctx.one("GatherND", [top_boxes, pick])  # [K, 4]
