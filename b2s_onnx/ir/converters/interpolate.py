@@ -86,8 +86,14 @@ def _padded(ctx: ConversionContext, layer: Layer, data: str, rank: int):
 
 
 def _source_coordinate(x: np.ndarray, mode: str, scale: np.float32, in_dim: int, out_dim: int):
-    """OpenVINO's coordinate transformation, in f32 as its CPU plugin computes it."""
+    """OpenVINO's coordinate transformation, in f32 as its CPU plugin computes it. An axis
+    kept at its length (or at scale 1) maps every position to itself whatever the mode, as
+    OpenVINO's reference (``GetOriginalCoordinate``) and CPU plugin do: without this,
+    'tf_half_pixel_for_nn' would read x + 0.5, which ceil and round_prefer_ceil take to
+    the next element (the channels of an Interpolate listing all four axes shifted by one)."""
     f32 = np.float32
+    if scale == f32(1) or in_dim == out_dim:
+        return x
     if mode == "half_pixel":
         return (x + f32(0.5)) / scale - f32(0.5)
     if mode == "pytorch_half_pixel":
@@ -338,7 +344,7 @@ def _convert(ctx, layer, data, axes, sizes_in, scales_in, settings=None):
             ctx.one("Identity", [padded], ctx.out(layer))
             return
         axes = [axes[i] for i in moved]
-        if calculation == "sizes":
+        if calculation == "sizes" or not _onnx_sizes_agree(shape, axes, moved, sizes, scales):
             operands = ["", _i64(ctx, "sizes", [sizes[i] for i in moved])]
         else:
             operands = [ctx.const("scales", np.asarray([scales[i] for i in moved], np.float32))]
@@ -373,6 +379,22 @@ def _convert(ctx, layer, data, axes, sizes_in, scales_in, settings=None):
         if mode == "bicubic_pillow":
             attrs["cubic_coeff_a"] = -0.5
     _resize(ctx, layer, padded, rank, axes, operands, **attrs)
+
+
+def _onnx_sizes_agree(
+    shape: tuple, axes: list[int], moved: list[int], sizes: list[int], scales: list[float]
+) -> bool:
+    """Whether ONNX's Resize given ``scales`` makes the sizes OpenVINO declares on ``axes``
+    (entries ``moved`` of ``sizes`` and ``scales``). ONNX takes ``floor(in * scale)``;
+    OpenVINO's shape inference ``in * (scale + 1e-6)``, so a rounded scale (1.333333 of 6:
+    7.999998) gives it 8 where ONNX gives 7. Where they disagree the Resize is given the
+    sizes instead (its scale then out / in: coordinates within float32 rounding of
+    OpenVINO's)."""
+    for axis, i in zip(axes, moved, strict=True):
+        product = np.float32(shape[axis]) * np.float32(scales[i])
+        if int(np.floor(product)) != sizes[i]:
+            return False
+    return True
 
 
 def _axes(ctx: ConversionContext, layer: Layer, tensor: str | None, rank: int) -> list[int]:

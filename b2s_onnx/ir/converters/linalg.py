@@ -19,7 +19,30 @@ def einsum(ctx, layer, inputs):
             f"{layer.where()}: attribute equation='{equation}' names {len(operands)} "
             f"operand(s) for {len(inputs)} input(s)"
         )
-    ctx.one("Einsum", inputs, ctx.out(layer), equation=equation)
+    widened = _same_ellipsis_rank(ctx, layer, inputs, operands)
+    ctx.one("Einsum", widened, ctx.out(layer), equation=equation)
+
+
+def _same_ellipsis_rank(ctx, layer, inputs: list[str], operands: list[str]) -> list[str]:
+    """The inputs with each ellipsis widened by leading 1-dims to the widest one's rank.
+    OpenVINO broadcasts ellipses of different ranks numpy-style ('...abc,...cd' on
+    [2,3,4,5] and [5,6]); ONNX's Einsum wants every ellipsis to stand for the same number
+    of dims (onnx.checker refuses the model), and broadcasts 1-dims."""
+    spans = {}
+    for position, (operand, name) in enumerate(zip(operands, inputs, strict=True)):
+        if "..." in operand:
+            letters = len(operand.replace("...", ""))
+            spans[position] = ctx.rank(layer, name) - letters
+    if not spans or len(set(spans.values())) == 1:
+        return inputs
+    widest = max(spans.values())
+    widened = list(inputs)
+    for position, span in spans.items():
+        if span < widest:
+            start = operands[position].index("...")
+            axes = np.arange(start, start + widest - span, dtype=np.int64)
+            widened[position] = ctx.one("Unsqueeze", [inputs[position], ctx.const("axes", axes)])
+    return widened
 
 
 def _outer(ctx, column: str, row: str) -> str:

@@ -80,6 +80,10 @@ def nearest_at_run_time(
         scale = ctx.one("Div", [out_dim, in_dim])
         x = ctx.one("Range", [_f32(ctx, 0.0), out_dim, _f32(ctx, 1.0)])
         source = _coordinate(ctx, x, coordinates, scale, in_dim, out_dim)
+        # OpenVINO maps an axis kept at its length to itself whatever the coordinate mode
+        # ('tf_half_pixel_for_nn' would otherwise read x + 0.5, which ceil rounds up).
+        kept = ctx.one("Equal", [in_size, out_size])
+        source = ctx.one("Where", [kept, x, source])
         index = _rounded(ctx, source, nearest_mode, scale)
         last = ctx.one("Sub", [in_dim, _f32(ctx, 1.0)])
         index = ctx.one("Clip", [index, _f32(ctx, 0.0), last])

@@ -48,6 +48,10 @@ def _reduced(ctx, layer: Layer, op: str, data: str, axes: str, source: str, outp
     if ctx.value(axes) is not None:
         listed = _axes(ctx, layer, axes, source)
         if not listed:  # OpenVINO: no axes means no reduction at all
+            # ... of the sum, but still of the norm's element-wise part: ReduceL1 and
+            # ReduceL2 over no axes give |x| (sqrt(x*x)), not x.
+            if op in ("ReduceL1", "ReduceL2"):
+                return ctx.one("Abs", [data], output)
             return ctx.one("Identity", [data], output)
         return ctx.reduce(op, data, listed, keep, output)
     if ctx.opset < 18 and op != "ReduceSum":
@@ -59,8 +63,50 @@ def _reduced(ctx, layer: Layer, op: str, data: str, axes: str, source: str, outp
     return ctx.one(op, [data, listed], output, keepdims=int(keep), noop_with_empty_axes=1)
 
 
+#: Integer element types onnxruntime 1.31's CPU reductions have no kernel for (measured:
+#: int32/int64 everywhere, int8/uint8 in ReduceMax/ReduceMin only). They are computed in
+#: int64 and cast back: exact for Max/Min, and for Sum/Prod/L1 modulo 2**bits, which is
+#: the wrap-around of OpenVINO's reference (its CPU plugin saturates i8/u8 instead).
+_NO_INTEGER_KERNEL = {
+    TensorProto.INT8,
+    TensorProto.UINT8,
+    TensorProto.INT16,
+    TensorProto.UINT16,
+    TensorProto.UINT32,
+    TensorProto.UINT64,
+}
+_SMALL_INTEGER_KERNELS = {"ReduceMax", "ReduceMin"}
+_UNSIGNED = {TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
+
+
 def _reduce(ctx, layer, inputs):
-    _reduced(ctx, layer, REDUCE[layer.type], inputs[0], inputs[1], inputs[0], ctx.out(layer))
+    op = REDUCE[layer.type]
+    kind = ctx.type_of(inputs[0])
+    small = kind in (TensorProto.INT8, TensorProto.UINT8) and op in _SMALL_INTEGER_KERNELS
+    if kind not in _NO_INTEGER_KERNEL or small or op == "ReduceL2":
+        _reduced(ctx, layer, op, inputs[0], inputs[1], inputs[0], ctx.out(layer))
+        return
+    if kind == TensorProto.UINT64 and op in ("ReduceMax", "ReduceMin", "ReduceMean"):
+        raise B2SError(
+            f"{layer.where()}: {layer.type} of u64 has no onnxruntime kernel, and int64 "
+            "cannot order or divide values of 2**63 and above"
+        )
+    if op == "ReduceL1" and kind in _UNSIGNED:
+        op = "ReduceSum"  # |x| is x; int64's Abs would flip u64 values of 2**63 and above
+    wide = ctx.one("Cast", inputs[:1], to=TensorProto.INT64)
+    if op != "ReduceMean":
+        reduced = _reduced(ctx, layer, op, wide, inputs[1], inputs[0])
+        ctx.one("Cast", [reduced], ctx.out(layer), to=kind)
+        return
+    # OpenVINO's reference: the sum wrapped to the element type, divided by the count in
+    # integers (truncated toward zero, as onnxruntime's int64 Div). It casts the count to
+    # the element type too, which only matters past 127/255 elements per output in i8/u8.
+    total = _reduced(ctx, layer, "ReduceSum", wide, inputs[1], inputs[0])
+    wrapped = ctx.one("Cast", [ctx.one("Cast", [total], to=kind)], to=TensorProto.INT64)
+    count = ctx.one("Div", [ctx.one("Size", [wide]), ctx.one("Size", [total])])
+    # An empty input reduces to zeros of some size: count 0, and OpenVINO leaves the sums.
+    count = ctx.one("Max", [count, ctx.const("one", np.asarray(1, np.int64))])
+    ctx.one("Cast", [ctx.one("Div", [wrapped, count])], ctx.out(layer), to=kind)
 
 
 for _type in REDUCE:
@@ -138,12 +184,19 @@ def mvn6(ctx, layer, inputs):
 def mvn1(ctx, layer, inputs):
     rank = ctx.rank(layer, inputs[0])
     axes = layer.attrs["reduction_axes"]
-    if axes is not None:
+    # OpenVINO serialises reduction_axes="" and, reading it back, derives the axes from
+    # across_channels exactly as when the attribute is absent (v0::MVN keeps an empty set
+    # as "not given").
+    if axes:
         axes = _normalized_axes(layer, axes, rank)
     else:
         axes = list(range(1 if layer.attrs["across_channels"] else 2, rank))
     if not axes:
-        raise B2SError(f"{layer.where()}: no axes to normalise over (rank {rank})")
+        # Rank 1, or rank 2 without across_channels: every element is its own group, so
+        # the mean is the element itself and the result is x - x (zero, NaN for inf/NaN),
+        # which OpenVINO computes too.
+        ctx.one("Sub", [inputs[0], inputs[0]], ctx.out(layer))
+        return
     _mvn(
         ctx,
         layer,
@@ -167,6 +220,16 @@ def mvn1(ctx, layer, inputs):
 def normalize_l2(ctx, layer, inputs):
     data = inputs[0]
     axes = _axes(ctx, layer, inputs[1], data)
+    if not axes:
+        # The spec's corner case: "axes is an empty list, then we divide each input element
+        # by itself resulting value 1 for all non-zero elements" (OpenVINO's reference and
+        # CPU plugin give 1 for negative elements too, 0 for zeros, 1 for NaN). ONNX
+        # ReduceSum over no axes would instead reduce over all of them.
+        zero = _const_like(ctx, "zero", 0.0, data)
+        one = _const_like(ctx, "one", 1.0, data)
+        is_zero = ctx.one("Equal", [data, zero])
+        ctx.one("Where", [is_zero, zero, one], ctx.out(layer))
+        return
     mode = layer.attrs["eps_mode"]
     squares = ctx.reduce("ReduceSum", ctx.one("Mul", [data, data]), axes, True)
     epsilon = _const_like(ctx, "eps", layer.attrs["eps"], data)

@@ -1,0 +1,190 @@
+"""Cases from the parameter grids of OpenVINO's own CPU single-layer tests that converted
+wrongly or not at all: corner attributes (empty axis lists, rounded scales, ellipses of
+different ranks, narrow integer types), each against OpenVINO's CPU plugin and the spec."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import b2s_onnx
+from b2s_onnx.parity.runtime import run_onnxruntime
+from tests.test_ir_ops import assert_close
+
+ov = pytest.importorskip("openvino")
+import openvino.opset2 as o2  # noqa: E402
+import openvino.opset10 as o10  # noqa: E402
+import openvino.opset11 as o11  # noqa: E402
+import openvino.opset15 as o15  # noqa: E402
+
+pytestmark = pytest.mark.openvino
+
+F32 = np.float32
+F32_HINT = {"INFERENCE_PRECISION_HINT": "f32"}
+
+
+def _i64(values) -> ov.Node:
+    return o15.constant(np.asarray(values, np.int64))
+
+
+def _save(tmp_path, outputs, params, edit=None):
+    xml = tmp_path / "model.xml"
+    ov.save_model(ov.Model(outputs, params), xml, compress_to_fp16=False)
+    if edit:
+        xml.write_text(edit(xml.read_text()))
+    return xml
+
+
+def _both(xml, feeds):
+    """(ours, OpenVINO's CPU plugin) for every output."""
+    ours = list(run_onnxruntime(b2s_onnx.convert_ir(xml), feeds).values())
+    theirs = ov.Core().compile_model(xml, "CPU", F32_HINT)(feeds)
+    return [(o, np.asarray(theirs[i])) for i, o in enumerate(ours)]
+
+
+@pytest.mark.parametrize("reduce", [o15.reduce_l1, o15.reduce_l2], ids=["L1", "L2"])
+def test_norm_over_no_axes_is_the_magnitude(tmp_path, reduce):
+    """ReduceL1/L2 over an empty axes list reduce nothing but still take |x|."""
+    x = o15.parameter([2, 4], F32, name="x")
+    xml = _save(tmp_path, [reduce(x, _i64([]), True)], [x])
+    feeds = {"x": np.array([[-1.5, 2.0, -3.0, 4.0], [0.0, -0.25, 7.0, -8.0]], F32)}
+    pairs = _both(xml, feeds)
+    assert_close(pairs, exact=True)
+    np.testing.assert_array_equal(pairs[0][0], np.abs(feeds["x"]))
+
+
+def test_normalize_l2_over_no_axes_divides_each_element_by_itself(tmp_path):
+    """The spec's corner case: 1 for every non-zero element (negative and NaN too), 0 for 0;
+    ONNX's ReduceSum over no axes would have reduced over all of them."""
+    x = o15.parameter([1, 5], F32, name="x")
+    xml = _save(tmp_path, [o15.normalize_l2(x, _i64([]), 1e-6, "add")], [x])
+    feeds = {"x": np.array([[-2.0, 0.0, 3.0, -0.5, np.nan]], F32)}
+    pairs = _both(xml, feeds)
+    assert_close(pairs, exact=True)
+    np.testing.assert_array_equal(pairs[0][0], [[1, 0, 1, 1, 1]])
+
+
+@pytest.mark.parametrize(
+    ("shape", "across", "empty_attribute"),
+    [([3, 19], False, False), ([5], True, False), ([2, 3, 4, 5], True, True)],
+)
+def test_mvn1_with_empty_reduction_axes(tmp_path, shape, across, empty_attribute):
+    """OpenVINO writes reduction_axes="" (rank 1, or rank 2 without across_channels) and
+    reads it as not given: the axes follow across_channels, and with none left every
+    element is its own group (x - x)."""
+    x = o15.parameter(shape, F32, name="x")
+    layer = o2.mvn(x, across_channels=across, normalize_variance=True, eps=1e-9)
+
+    def empty(text):
+        return re.sub(r'reduction_axes="[^"]*"', 'reduction_axes=""', text)
+
+    xml = _save(tmp_path, [layer], [x], empty if empty_attribute else None)
+    feeds = {"x": np.random.default_rng(0).uniform(-5, 5, shape).astype(F32)}
+    assert_close(_both(xml, feeds), atol=2e-6)
+
+
+#: (element type, reductions) OpenVINO runs that onnxruntime has no kernel for.
+NARROW_INTEGER_REDUCTIONS = [
+    (np.uint8, ["sum", "mean", "prod", "l1", "max", "min"]),
+    (np.int8, ["sum", "mean", "prod", "l1"]),
+    (np.int16, ["sum", "mean", "max", "min", "prod"]),
+    (np.uint32, ["sum", "max", "min", "prod", "l1"]),
+    (np.uint64, ["sum", "prod"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"),
+    [(dtype, name) for dtype, names in NARROW_INTEGER_REDUCTIONS for name in names],
+)
+def test_reductions_of_narrow_integer_types_match_openvino(tmp_path, dtype, name):
+    """Computed in int64 and cast back (inputs small enough that nothing overflows, where
+    the plugin would saturate i8/u8 and the reference wrap)."""
+    x = o15.parameter([2, 3, 2, 4], dtype, name="x")
+    reduce = getattr(o15, f"reduce_{name}")
+    xml = _save(tmp_path, [reduce(x, _i64([1, 3]), False)], [x])
+    low = 0 if np.dtype(dtype).kind == "u" else -3
+    data = np.random.default_rng(1).integers(low, 4, [2, 3, 2, 4]).astype(dtype)
+    if name == "prod":
+        data = np.clip(data, -1 if low else 0, 2).astype(dtype)
+    pairs = _both(xml, {"x": data})
+    assert pairs[0][0].dtype == dtype
+    assert_close(pairs, exact=True)
+
+
+def test_u64_mean_is_refused_by_name(tmp_path):
+    x = o15.parameter([2, 3], np.uint64, name="x")
+    xml = _save(tmp_path, [o15.reduce_mean(x, _i64([1]), False)], [x])
+    with pytest.raises(b2s_onnx.B2SError, match="u64"):
+        b2s_onnx.convert_ir(xml)
+
+
+@pytest.mark.parametrize("mode", ["linear_onnx", "cubic", "linear"])
+def test_interpolate_by_rounded_scales_takes_openvino_sizes(tmp_path, mode):
+    """Scale 1.333333 of 6 is 7.999998: OpenVINO's shape rule (scale + 1e-6) gives 8, ONNX's
+    floor 7; the Resize is given OpenVINO's sizes."""
+    x = o15.parameter([1, 4, 6, 6], F32, name="x")
+    layer = o11.interpolate(
+        x,
+        o15.constant(np.array([1, 1, 1.333333, 0.333333], F32)),
+        mode,
+        "scales",
+        [0] * 4,
+        [0] * 4,
+        "half_pixel",
+        "round_prefer_floor",
+        False,
+        -0.75,
+        _i64([0, 1, 2, 3]),
+    )
+    xml = _save(tmp_path, [layer], [x])
+    feeds = {"x": np.random.default_rng(0).uniform(-5, 5, [1, 4, 6, 6]).astype(F32)}
+    pairs = _both(xml, feeds)
+    assert pairs[0][0].shape == (1, 4, 8, 2)
+    # OpenVINO maps coordinates by the given scale, the Resize by out / in: float32 apart.
+    assert_close(pairs, atol=1e-4)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("nearest", ["ceil", "round_prefer_ceil"])
+def test_nearest_interpolate_leaves_axes_of_unchanged_length_alone(tmp_path, dynamic, nearest):
+    """tf_half_pixel_for_nn reads x + 0.5, which ceil takes to the next element: OpenVINO
+    maps an axis kept at its length to itself whatever the mode."""
+    x = o15.parameter([-1, -1, -1, -1] if dynamic else [1, 2, 3, 4], F32, name="x")
+    layer = o10.interpolate(
+        x,
+        _i64([1, 2, 3, 5]),
+        o15.constant(np.array([1, 1, 1, 1.25], F32)),
+        "nearest",
+        "sizes",
+        [0] * 4,
+        [0] * 4,
+        "tf_half_pixel_for_nn",
+        nearest,
+        False,
+        -0.75,
+        _i64([0, 1, 2, 3]),
+    )
+    xml = _save(tmp_path, [layer], [x])
+    feeds = {"x": np.arange(24, dtype=F32).reshape(1, 2, 3, 4)}
+    assert_close(_both(xml, feeds), exact=True)
+
+
+@pytest.mark.parametrize(
+    ("equation", "shapes"),
+    [
+        ("...abc,...cd->...abd", [[2, 3, 4, 5], [5, 6]]),
+        ("a...b,b...->a...", [[2, 3, 1, 4], [4, 5]]),
+        ("...ij,...jk->...ik", [[2, 1, 3, 4], [5, 4, 2]]),
+    ],
+)
+def test_einsum_broadcasts_ellipses_of_different_ranks(tmp_path, equation, shapes):
+    params = [o15.parameter(shape, F32, name=f"x{i}") for i, shape in enumerate(shapes)]
+    xml = _save(tmp_path, [o15.einsum(params, equation)], params)
+    rng = np.random.default_rng(0)
+    feeds = {f"x{i}": rng.uniform(-3, 3, shape).astype(F32) for i, shape in enumerate(shapes)}
+    pairs = _both(xml, feeds)
+    assert_close(pairs, atol=1e-5)
+    np.testing.assert_allclose(pairs[0][0], np.einsum(equation, *feeds.values()), atol=1e-4)
