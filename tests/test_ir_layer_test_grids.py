@@ -188,3 +188,89 @@ def test_einsum_broadcasts_ellipses_of_different_ranks(tmp_path, equation, shape
     pairs = _both(xml, feeds)
     assert_close(pairs, atol=1e-5)
     np.testing.assert_allclose(pairs[0][0], np.einsum(equation, *feeds.values()), atol=1e-4)
+
+
+@pytest.mark.parametrize("rounding", ["ceil", "ceil_torch"])
+@pytest.mark.parametrize("pool", ["max", "avg-exclude", "avg-count"])
+def test_ceil_pool_whose_axes_disagree_about_the_last_window(tmp_path, rounding, pool):
+    """Width: the last 'ceil' window starts in the end padding (floor mode drops it); height:
+    a partial window inside the data that floor mode would drop too (30 rows, kernel 3,
+    stride 2: 15 windows, floor 14), so the height's end padding is stretched."""
+    x = o15.parameter([1, 3, 30, 30], F32, name="x")
+    if pool == "max":
+        layer = o15.max_pool(x, [2, 2], [1, 1], [0, 0], [0, 2], [3, 3], rounding, "explicit")
+    else:
+        exclude = pool == "avg-exclude"
+        layer = o15.avg_pool(x, [2, 2], [0, 0], [0, 2], [3, 3], exclude, rounding)
+    xml = _save(tmp_path, list(layer.outputs()), [x])
+    feeds = {"x": np.random.default_rng(0).uniform(-10, 10, (1, 3, 30, 30)).astype(F32)}
+    pairs = _both(xml, feeds)
+    if pool == "max":
+        assert_close(pairs, exact=True)
+    else:
+        assert_close(pairs, atol=1e-5)
+
+
+@pytest.mark.parametrize("exclude", [True, False])
+def test_unpadded_avg_pool_counts_only_the_data_either_way(tmp_path, exclude):
+    """With no padding OpenVINO divides a ceil window by its part inside the data, counting
+    padding or not: an empty window past the data is 0 / 0 = NaN in both."""
+    x = o15.parameter([1, 1, 6], F32, name="x")
+    layer = o15.avg_pool(x, [3], [0], [0], [1], exclude, "ceil", "explicit")
+    xml = _save(tmp_path, [layer.output(0)], [x])
+    feeds = {"x": np.random.default_rng(0).uniform(-10, 10, (1, 1, 6)).astype(F32)}
+    pairs = _both(xml, feeds)
+    assert_close(pairs, atol=1e-6)
+    assert np.isnan(pairs[0][0][0, 0, -1])
+
+
+@pytest.mark.parametrize("rounding", ["floor", "ceil"])
+@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower"])
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_same_pool_with_a_stride_past_the_window(tmp_path, rounding, auto_pad, pool):
+    """SAME's total padding would be negative: OpenVINO clamps it to 0 and then rounds;
+    onnxruntime's SAME refused negative pads at run time."""
+    x = o15.parameter([1, 2, 4, 12], F32, name="x")
+    if pool == "max":
+        layer = o15.max_pool(x, [2, 2], [1, 1], [0, 0], [0, 0], [1, 2], rounding, auto_pad)
+    else:
+        layer = o15.avg_pool(x, [2, 2], [0, 0], [0, 0], [1, 2], True, rounding, auto_pad)
+    xml = _save(tmp_path, [layer.output(0)], [x])
+    feeds = {"x": np.random.default_rng(0).uniform(-10, 10, (1, 2, 4, 12)).astype(F32)}
+    assert_close(_both(xml, feeds), atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [[1, 4, 6, 5], [-1, 4, -1, -1]])
+@pytest.mark.parametrize("auto_pad", ["same_upper", "same_lower"])
+def test_backprop_data_same_without_output_shape_pads_nothing(tmp_path, shape, auto_pad):
+    """The spec: without output_shape, same_* means pads 0 (ONNX's SAME would make the
+    output input * stride)."""
+    rng = np.random.default_rng(0)
+    weights = o15.constant(rng.uniform(-1, 1, [4, 3, 3, 2]).astype(F32))
+    x = o15.parameter(shape, F32, name="x")
+    layer = o15.convolution_backprop_data(
+        x,
+        weights,
+        [2, 3],
+        pads_begin=[0, 0],
+        pads_end=[0, 0],
+        dilations=[1, 2],
+        auto_pad=auto_pad,
+    )
+    xml = _save(tmp_path, [layer.output(0)], [x])
+    feeds = {"x": rng.uniform(-1, 1, [1, 4, 6, 5]).astype(F32)}
+    pairs = _both(xml, feeds)
+    assert pairs[0][0].shape == (1, 3, 13, 15)
+    assert_close(pairs, atol=1e-5)
+
+
+def test_integer_group_convolution_matches_openvino(tmp_path):
+    """ONNX's Conv is float only: the groups' weights become one block-diagonal integer
+    convolution (exact)."""
+    rng = np.random.default_rng(0)
+    x = o15.parameter([1, 16, 12, 12], np.int32, name="x")
+    weights = o15.constant(rng.integers(-3, 4, (8, 2, 2, 3, 3)).astype(np.int32))
+    layer = o15.group_convolution(x, weights, [1, 1], [1, 0], [0, 1], [1, 1])
+    xml = _save(tmp_path, [layer.output(0)], [x])
+    feeds = {"x": rng.integers(-3, 4, (1, 16, 12, 12)).astype(np.int32)}
+    assert_close(_both(xml, feeds), exact=True)

@@ -297,6 +297,10 @@ def group_convolution(ctx, layer, inputs):
     strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
     kernel = _kernel(ctx, inputs[1], spatial)
     padding = _padding(layer, spatial)
+    if ctx.type_of(inputs[0]) in INTEGERS:
+        weights = _block_diagonal_weights(ctx, layer, inputs[1])
+        _integer_convolution(ctx, layer, [inputs[0], weights], kernel, strides, dilations, padding)
+        return
     weights, groups = _grouped_weights(ctx, layer, inputs[1], transposed=False)
     data, padding = _without_dilated_same(
         ctx, layer, inputs[0], kernel, strides, dilations, padding
@@ -312,6 +316,21 @@ def group_convolution(ctx, layer, inputs):
     )
 
 
+def _block_diagonal_weights(ctx: ConversionContext, layer: Layer, weights: str) -> str:
+    """[G, O/G, C/G, k...] grouped integer weights as the [O, C, k...] weights of one
+    ungrouped convolution, zero outside each group's block: ONNX's Conv (float only) cannot
+    take them, and ``_integer_convolution`` computes the grouped sums exactly from these
+    (the zero products add nothing), at G times the work."""
+    value = ctx.value(weights)
+    if value is None or value.ndim < 3:
+        raise B2SError(f"{layer.where()}: an integer group convolution needs constant weights")
+    groups, outs, ins = value.shape[:3]
+    dense = np.zeros((groups * outs, groups * ins, *value.shape[3:]), value.dtype)
+    for group in range(groups):
+        dense[group * outs : (group + 1) * outs, group * ins : (group + 1) * ins] = value[group]
+    return ctx.const("weights", dense)
+
+
 def _transposed(ctx, layer, inputs, weights, groups):
     spatial = _conv_spatial(ctx, layer, inputs)
     strides, dilations = _spatial_lists(layer, spatial, "strides", "dilations")
@@ -324,7 +343,13 @@ def _transposed(ctx, layer, inputs, weights, groups):
             ctx, layer, inputs, weights, attrs, (strides, dilations, output_padding)
         )
         return
-    attrs.update(_padding(layer, spatial))
+    padding = _padding(layer, spatial)
+    if padding.get("auto_pad") in ("SAME_UPPER", "SAME_LOWER"):
+        # Without an output_shape input OpenVINO pads nothing under same_* (its spec: "if
+        # auto_pads != None: pads_begin[i] = 0, pads_end[i] = 0"); ONNX's SAME would instead
+        # make the output input * stride.
+        padding = {"pads": [0] * (2 * spatial)}
+    attrs.update(padding)
     if any(output_padding):
         attrs["output_padding"] = output_padding
     ctx.one("ConvTranspose", [inputs[0], weights], ctx.out(layer), **attrs)

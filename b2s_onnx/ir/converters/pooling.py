@@ -138,14 +138,30 @@ def _pool_attrs(ctx: ConversionContext, layer: Layer, data: str, dilations: list
     attrs = {"kernel_shape": values["kernel"], "strides": values["strides"]}
     none = [0] * spatial
     auto_pad = values["auto_pad"]
-    if auto_pad in _AUTO_PAD and any(d != 1 for d in dilations):
+    sparse = [
+        stride > _reach(attrs, dilations, axis) for axis, stride in enumerate(values["strides"])
+    ]
+    if auto_pad in _AUTO_PAD and any(sparse):
+        # A stride past the window makes SAME's total padding negative: OpenVINO clamps it
+        # to 0 and then counts windows by rounding_type (a ceil window may start past the
+        # data); onnxruntime refuses negative pads at run time. The explicit pads instead,
+        # through the rounding below.
+        shape = ctx.shape(data)
+        if shape is None or any(d is None for d in shape[2:]):
+            raise B2SError(
+                f"{layer.where()}: SAME padding with a stride larger than the window "
+                f"(strides {values['strides']}, kernel {values['kernel']}) needs static "
+                "spatial dims"
+            )
+        attrs["pads"] = _same_pads(ctx, layer, data, dilations, upper=auto_pad == "same_upper")
+    elif auto_pad in _AUTO_PAD and any(d != 1 for d in dilations):
         # onnxruntime refuses SAME auto-padding with dilations: the explicit pads instead.
         attrs["pads"] = _same_pads(ctx, layer, data, dilations, upper=auto_pad == "same_upper")
         return attrs, none
-    if auto_pad in _AUTO_PAD:
+    elif auto_pad in _AUTO_PAD:
         attrs["auto_pad"] = _AUTO_PAD[auto_pad]
         return attrs, none
-    if auto_pad == "valid":
+    elif auto_pad == "valid":
         attrs["pads"] = [0] * (2 * spatial)
     else:
         attrs["pads"] = values["pads_begin"] + values["pads_end"]
@@ -164,6 +180,7 @@ def _pool_attrs(ctx: ConversionContext, layer: Layer, data: str, dilations: list
         if all(ceil == torch for ceil, torch in counts):
             attrs["ceil_mode"] = 1
             return attrs, none
+        attrs["pads"] = _floor_pads(ctx, layer, data, attrs, dilations, counts)
         if rounding == "ceil_torch":
             return attrs, none
         return attrs, [ceil - torch for ceil, torch in counts]
@@ -187,6 +204,46 @@ def _pool_attrs(ctx: ConversionContext, layer: Layer, data: str, dilations: list
         for axis, count in enumerate(counts)
     ]
     return attrs, extra
+
+
+def _floor_pads(
+    ctx: ConversionContext,
+    layer: Layer,
+    data: str,
+    attrs: dict,
+    dilations: list[int],
+    counts: Counts,
+) -> list[int]:
+    """Pads under which floor mode counts the 'ceil_torch' windows on every static axis.
+
+    Where the last 'ceil' window starts in the end padding floor mode already drops exactly
+    it; on another axis of the same node ceil mode may keep a partial window that floor mode
+    drops too (30 wide, kernel 3, stride 2: 15 windows, floor 14). There the end padding is
+    stretched to that window's end: onnxruntime's max ignores padding and its average
+    excluding padding does not count it; counting padding, ``_divide_by_whole_kernel`` sets
+    its own pads, and with no padding at all the average excludes it (``_unpadded``).
+    Within one ceil window of the data the stretched pad stays below the window's reach, so
+    it is below the kernel unless dilated."""
+    shape = ctx.shape(data)
+    spatial = len(dilations)
+    pads = list(attrs["pads"])
+    for axis, count in enumerate(counts):
+        if count is None:
+            continue
+        stride, begin = attrs["strides"][axis], pads[axis]
+        reach = _reach(attrs, dilations, axis)
+        needed = (count[1] - 1) * stride + reach - shape[axis + 2] - begin
+        if needed <= pads[spatial + axis]:
+            continue
+        if needed >= attrs["kernel_shape"][axis]:
+            raise B2SError(
+                f"{layer.where()}: a rounding_type of {layer.attrs['rounding_type']} keeps a "
+                f"partial last window on spatial axis {axis}, which ONNX floor mode reaches only "
+                f"with an end pad of {needed}, not smaller than the kernel "
+                f"({attrs['kernel_shape'][axis]}) as onnxruntime requires"
+            )
+        pads[spatial + axis] = needed
+    return pads
 
 
 def _end_pads(ctx: ConversionContext, rank: int, extra: Extra) -> str:
@@ -427,7 +484,7 @@ def _avg_pool(
     attrs, extra = _pool_attrs(ctx, layer, data, dilations)
     if any(d != 1 for d in dilations):
         attrs["dilations"] = dilations
-    exclude = layer.attrs["exclude-pad"]
+    exclude = layer.attrs["exclude-pad"] or _unpadded(layer)
     attrs["count_include_pad"] = 0 if exclude else 1
     if not exclude and layer.attrs["rounding_type"] != "floor" and any(attrs.get("pads", [])):
         data = _divide_by_whole_kernel(ctx, layer, data, attrs)
@@ -447,6 +504,20 @@ def _avg_pool(
     divisor = _empty_window_divisors(ctx, data, attrs, dilations, extra, dtype)
     quotients = ctx.one("Div", [ctx.const("zero", np.asarray(0.0, dtype)), divisor])
     ctx.one("Add", [padded, quotients], ctx.out(layer))
+
+
+def _unpadded(layer: Layer) -> bool:
+    """Whether the layer pads nothing (auto_pad valid, or explicit zero pads). Counting
+    padding, OpenVINO then divides a ceil window that runs past the data by its part inside
+    the data (and an empty one gives 0 / 0 = NaN, or -0 past the end), exactly as when
+    excluding padding (measured against its CPU plugin); floor mode keeps the pads that
+    ``_pool_attrs`` may stretch for a partial window out of the count."""
+    values = layer.attrs
+    if values["auto_pad"] == "valid":
+        return True
+    return values["auto_pad"] in ("explicit", "notset") and not any(
+        values["pads_begin"] + values["pads_end"]
+    )
 
 
 def _empty_window_divisors(
