@@ -17,6 +17,7 @@ ov = pytest.importorskip("openvino")
 import openvino.opset2 as o2  # noqa: E402
 import openvino.opset10 as o10  # noqa: E402
 import openvino.opset11 as o11  # noqa: E402
+import openvino.opset12 as o12  # noqa: E402
 import openvino.opset15 as o15  # noqa: E402
 
 pytestmark = pytest.mark.openvino
@@ -273,4 +274,123 @@ def test_integer_group_convolution_matches_openvino(tmp_path):
     layer = o15.group_convolution(x, weights, [1, 1], [1, 0], [0, 1], [1, 1])
     xml = _save(tmp_path, [layer.output(0)], [x])
     feeds = {"x": rng.integers(-3, 4, (1, 16, 12, 12)).astype(np.int32)}
+    assert_close(_both(xml, feeds), exact=True)
+
+
+#: f16 NaNs with payloads, signs and quiet bits in every combination the tests move.
+F16_NANS = np.array([0x7F49, 0xFF49, 0x7D11, 0x7E05, 0xFC01, 0x7C01], np.uint16).view(np.float16)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize(
+    ("shape", "build"),
+    [
+        ([3, 4], lambda d: o15.transpose(d, _i64([1, 0]))),
+        ([1, 1, 6], lambda d: o15.space_to_depth(d, "blocks_first", 2)),
+        ([2, 12, 1], lambda d: o15.depth_to_space(d, "depth_first", 2)),
+        (
+            [8, 1, 3, 3],
+            lambda d: o15.batch_to_space(d, _i64([1, 1, 2, 2]), _i64([0] * 4), _i64([0] * 4)),
+        ),
+    ],
+    ids=["transpose", "space-to-depth", "depth-to-space", "batch-to-space"],
+)
+def test_f16_nan_payloads_survive_outputs_of_any_size(tmp_path, dynamic, shape, build):
+    """onnxruntime's Cast to float16 keeps NaN payloads in whole vector blocks only and
+    writes the canonical NaN in the tail: an f16 output whose size is not a whole number of
+    blocks is padded to one for the Cast. OpenVINO moves the (quiet) payloads."""
+    d = o15.parameter([-1] * len(shape) if dynamic else shape, np.float16, name="data")
+    xml = _save(tmp_path, [build(d)], [d])
+    size = int(np.prod(shape))
+    values = np.resize(F16_NANS, size).reshape(shape)
+    values.reshape(-1)[::5] = np.float16(1.5)
+    pairs = _both(xml, {"data": values})
+    assert_close(pairs, exact=True)
+
+
+@pytest.mark.parametrize("mode", ["constant", "edge", "reflect", "symmetric"])
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16])
+def test_pad_of_16_bit_integers(tmp_path, mode, dtype):
+    """onnxruntime's Pad has no int16/uint16 kernel: padded in 32 bits and cast back."""
+    d = o15.parameter([3, 5], dtype, name="data")
+    layer = o15.pad(d, _i64([1, 2]), _i64([2, -1]), mode)
+    xml = _save(tmp_path, [layer], [d])
+    data = np.random.default_rng(0).integers(0, 30000, [3, 5]).astype(dtype)
+    assert_close(_both(xml, {"data": data}), exact=True)
+
+
+@pytest.mark.parametrize(
+    ("shape", "begin", "end", "mode"),
+    [
+        ([3, 5], [0, 2], [0, -3], "reflect"),
+        ([3, 4], [0, -4], [0, 4], "edge"),
+        ([3, 4], [-1, 1], [2, -2], "constant"),
+    ],
+)
+def test_pad_with_run_time_negative_pads_reflects_the_uncropped_data(
+    tmp_path, shape, begin, end, mode
+):
+    """OpenVINO pads the uncropped data, then crops; onnxruntime crops first (and refused
+    these): the run-time pads are split into a Pad by their positive parts and a Slice."""
+    d = o15.parameter(shape, F32, name="data")
+    b = o15.parameter([2], np.int64, name="begin")
+    e = o15.parameter([2], np.int64, name="end")
+    xml = _save(tmp_path, [o15.pad(d, b, e, mode)], [d, b, e])
+    feeds = {
+        "data": np.arange(np.prod(shape), dtype=F32).reshape(shape),
+        "begin": np.array(begin, np.int64),
+        "end": np.array(end, np.int64),
+    }
+    assert_close(_both(xml, feeds), exact=True)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "reduction"),
+    [(np.bool_, "min"), (np.bool_, "max"), (np.uint8, "sub"), (np.uint16, "sub")],
+)
+def test_scatter_nd_update_reductions_on_bool_and_unsigned(tmp_path, dtype, reduction):
+    """Boolean min/max run in uint8 (onnxruntime's ScatterND refuses them on bool);
+    unsigned 'sub' wraps as 0 - u (ONNX's Neg has no unsigned types)."""
+    d = o15.parameter([5, 3], dtype, name="data")
+    u = o15.parameter([4, 3], dtype, name="updates")
+    indices = o15.constant(np.array([[1], [1], [-4], [3]], np.int64))
+    xml = _save(tmp_path, [o15.scatter_nd_update(d, indices, u, reduction)], [d, u])
+    rng = np.random.default_rng(0)
+    high = 2 if dtype == np.bool_ else 200
+    feeds = {
+        "data": rng.integers(0, high, [5, 3]).astype(dtype),
+        "updates": rng.integers(0, high, [4, 3]).astype(dtype),
+    }
+    assert_close(_both(xml, feeds), exact=True)
+
+
+@pytest.mark.parametrize("use_init", [True, False])
+@pytest.mark.parametrize("reduction", ["min", "max", "sum", "prod"])
+def test_scatter_elements_update_reductions_on_bool(tmp_path, reduction, use_init):
+    d = o15.parameter([4, 3], np.bool_, name="data")
+    u = o15.parameter([2, 3], np.bool_, name="updates")
+    indices = o15.constant(np.array([[1, 2, 0], [1, -1, 0]], np.int64))
+    layer = o12.scatter_elements_update(d, indices, u, _i64(0), reduction, use_init)
+    xml = _save(tmp_path, [layer], [d, u])
+    rng = np.random.default_rng(1)
+    feeds = {
+        "data": rng.integers(0, 2, [4, 3]).astype(bool),
+        "updates": rng.integers(0, 2, [2, 3]).astype(bool),
+    }
+    assert_close(_both(xml, feeds), exact=True)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.uint64])
+def test_gather_tree_of_narrow_and_unsigned_ids(tmp_path, dtype):
+    """onnxruntime's Where has no kernel for these: traced in a wider type, cast back."""
+    params = [o15.parameter([3, 2, 4], dtype, name=n) for n in ("step", "parent")]
+    params += [o15.parameter([2], dtype, name="lengths"), o15.parameter([], dtype, name="end")]
+    xml = _save(tmp_path, [o15.gather_tree(*params)], params)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "step": rng.integers(0, 9, [3, 2, 4]).astype(dtype),
+        "parent": rng.integers(0, 4, [3, 2, 4]).astype(dtype),
+        "lengths": np.array([3, 2], dtype),
+        "end": np.array(7, dtype),
+    }
     assert_close(_both(xml, feeds), exact=True)

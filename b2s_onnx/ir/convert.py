@@ -293,6 +293,41 @@ def _is_float(elem_type: int) -> bool:
     return elem_type in _FLOAT_TYPES
 
 
+#: onnxruntime's Cast from float to float16 keeps NaN payloads in whole vector blocks only:
+#: the last (size % block) values go through a scalar path that writes the canonical NaN.
+#: A multiple of 64 covers every block width (8 and 16 measured).
+_F16_CAST_BLOCK = 64
+
+
+def _whole_cast_blocks(ctx: ConversionContext, tensor: str) -> bool:
+    """Whether ``tensor``'s size is known to be a whole number of cast blocks (then a plain
+    Cast keeps every NaN payload, and the large outputs of images pay nothing more)."""
+    shape = ctx.shape(tensor)
+    if shape is None or any(d is None for d in shape):
+        return False
+    return int(np.prod(shape, dtype=np.int64)) % _F16_CAST_BLOCK == 0
+
+
+def _cast_to_f16_keeping_nans(ctx: ConversionContext, tensor: str, output: str) -> None:
+    """``tensor`` (f32) cast to f16 at a graph output, bit for bit as the CPU plugin moves
+    f16 data (NaN payloads kept): the values are flattened and padded to a whole number of
+    onnxruntime's vector blocks so that none takes its scalar tail path, then cut back
+    (Reshape's allowzero, for outputs with a zero-sized axis, needs opset 14)."""
+
+    def i64(hint: str, values) -> str:
+        return ctx.const(hint, np.asarray(values, dtype=np.int64))
+
+    shape = ctx.one("Shape", [tensor])
+    flat = ctx.one("Reshape", [tensor, i64("flat", [-1])])
+    count = ctx.one("Shape", [flat])
+    block = i64("block", [_F16_CAST_BLOCK])
+    spare = ctx.one("Mod", [ctx.one("Sub", [block, ctx.one("Mod", [count, block])]), block])
+    padded = ctx.one("Pad", [flat, ctx.one("Concat", [i64("none", [0]), spare], axis=0)])
+    half = ctx.one("Cast", [padded], hint="output_type", to=TensorProto.FLOAT16)
+    kept = ctx.one("Slice", [half, i64("start", [0]), count])
+    ctx.node("Reshape", [kept, shape], output, allowzero=1)
+
+
 def _declare_outputs(
     ctx: ConversionContext,
     results: list[tuple[Layer, str]],
@@ -321,7 +356,10 @@ def _declare_outputs(
         taken.add(name)
         if name != tensor:
             ctx.begin(layer)
-            if exposed != computed:
+            to_half = exposed == TensorProto.FLOAT16 and computed == TensorProto.FLOAT
+            if to_half and ctx.opset >= 14 and not _whole_cast_blocks(ctx, tensor):
+                _cast_to_f16_keeping_nans(ctx, tensor, name)
+            elif exposed != computed:
                 ctx.node("Cast", [tensor], name, hint="output_type", to=exposed)
             else:
                 ctx.node("Identity", [tensor], name, hint="result")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
+from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.converters._constants import int64s
+from b2s_onnx.ir.converters.kernel_types import NAME_OF_TYPE, cast, has_kernel, wider_type
 from b2s_onnx.ir.converters.registry import converts
 
 
@@ -14,8 +16,19 @@ def gather_tree(ctx, layer, inputs):
     """An ONNX Loop over the steps, last to first (any number of steps): at each step a beam
     takes its id from the beam it descends from, then moves to that beam's parent; steps at
     or beyond a batch's max_seq_len hold end_token. Afterwards everything after a beam's
-    first end_token becomes end_token."""
+    first end_token becomes end_token. Ids of a type onnxruntime's Where has no kernel for
+    (int16, uint16, uint64) are traced in a type at least as wide and cast back."""
     step_ids, parent_ids, max_seq_len, end_token = inputs
+    elem = ctx.type_of(step_ids)
+    wide = None
+    if not has_kernel("Where", elem, ctx.opset):
+        wide = wider_type("Where", elem, ctx.opset)
+        if wide is None:
+            raise B2SError(
+                f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not "
+                "supported for GatherTree (onnxruntime's Where has no kernel for it)"
+            )
+        step_ids, end_token = cast(ctx, step_ids, wide), cast(ctx, end_token, wide)
     end = ctx.one("Reshape", [end_token, int64s(ctx, "scalar", [])])
     lengths = ctx.one(
         "Unsqueeze",
@@ -68,7 +81,7 @@ def gather_tree(ctx, layer, inputs):
         [
             helper.make_tensor_value_info(going, TensorProto.BOOL, []),
             helper.make_tensor_value_info(moved, TensorProto.INT64, None),
-            helper.make_tensor_value_info(row, ctx.type_of(step_ids), None),
+            helper.make_tensor_value_info(row, wide or elem, None),
         ],
     )
     _, backwards = ctx.node(
@@ -88,4 +101,8 @@ def gather_tree(ctx, layer, inputs):
     ended = ctx.one("Cast", [ctx.one("Equal", [stacked, end])], to=TensorProto.INT32)
     before = ctx.one("CumSum", [ended, int64s(ctx, "axis", 0)], exclusive=1)
     finished = ctx.one("Greater", [before, ctx.const("zero", np.zeros((), np.int32))])
-    ctx.one("Where", [finished, end, stacked], ctx.out(layer))
+    if wide is None:
+        ctx.one("Where", [finished, end, stacked], ctx.out(layer))
+        return
+    traced = ctx.one("Where", [finished, end, stacked])
+    ctx.one("Cast", [traced], ctx.out(layer), to=elem)

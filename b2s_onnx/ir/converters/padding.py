@@ -4,16 +4,23 @@ OpenVINO pads the original tensor first and then removes what negative pads remo
 reflection is taken from the uncropped data). ONNX Pad has no 'symmetric' mode (a reflection
 that repeats the edge), and onnxruntime refuses negative pads when reflecting, so with
 constant pads the positive part is padded first (symmetric as reversed slices concatenated
-on each side), then the negative part is sliced off. Run-time pads go straight to ONNX Pad.
+on each side), then the negative part is sliced off. Run-time pads of Pad-12 do the same
+with the split computed at run time (onnxruntime crops before it reflects or repeats the
+edge, and refuses an edge pad of an axis cropped to nothing); 'symmetric' needs constants.
+
+onnxruntime's Pad has no int16/uint16 kernel: those run widened to int32/uint32 (Pad only
+moves values, so any wider type gives the same bits) and are cast back.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters._constants import int64s as _i64
+from b2s_onnx.ir.converters.kernel_types import cast
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Choice
 from b2s_onnx.ir.reader import Layer
@@ -22,6 +29,44 @@ _MODES = ("constant", "edge", "reflect", "symmetric")
 #: ONNX Slice's stand-ins for "past the end" in either direction.
 _END = np.iinfo(np.int64).max
 _BEFORE_START = np.iinfo(np.int64).min
+#: Element types onnxruntime's Pad has no kernel for -> the type they are padded in.
+_PAD_WIDENED = {TensorProto.INT16: TensorProto.INT32, TensorProto.UINT16: TensorProto.UINT32}
+
+
+def _onnx_pad(
+    ctx: ConversionContext, data: str, operands: list[str], output: str | None, mode: str
+) -> str:
+    """ONNX Pad of ``data`` (``operands``: pads, then the optional pad value), widened
+    where onnxruntime has no Pad kernel for the element type."""
+    elem = ctx.type_of(data)
+    wide = _PAD_WIDENED.get(elem)
+    if wide is None:
+        return ctx.one("Pad", [data, *operands], output, mode=mode)
+    widened = [cast(ctx, data, wide), operands[0], *(cast(ctx, v, wide) for v in operands[1:])]
+    return ctx.one("Cast", [ctx.one("Pad", widened, mode=mode)], output, to=elem)
+
+
+def _run_time_pad(ctx: ConversionContext, layer: Layer, inputs: list[str], mode: str) -> None:
+    """Pad-12 with pads known only at run time, as OpenVINO computes it: pad by the
+    positive parts, then slice off the negative ones (a reflection or an edge is taken
+    from the uncropped data)."""
+    begins, ends = ctx.int64(inputs[1]), ctx.int64(inputs[2])
+    zero = _i64(ctx, "zero", 0)
+    pads = ctx.one("Concat", [begins, ends], axis=0)
+    if layer.version == "opset1":
+        # Pad-1 pads are non-negative: nothing to crop.
+        _onnx_pad(ctx, inputs[0], [pads, *inputs[3:4]], ctx.out(layer), mode)
+        return
+    grow = ctx.one("Where", [ctx.one("Less", [pads, zero]), zero, pads])
+    operands = [grow, *inputs[3:4]] if mode == "constant" else [grow]
+    padded = _onnx_pad(ctx, inputs[0], operands, None, mode)
+    zeros = ctx.one("Mul", [begins, zero])
+    starts = ctx.one("Where", [ctx.one("Less", [begins, zero]), ctx.one("Neg", [begins]), zeros])
+    stops = ctx.one(
+        "Where",
+        [ctx.one("Less", [ends, zero]), ends, ctx.one("Add", [zeros, _i64(ctx, "end", _END)])],
+    )
+    ctx.one("Slice", [padded, starts, stops], ctx.out(layer))
 
 
 def _slice(ctx: ConversionContext, data: str, axis: int, start: int, end: int, step: int = 1):
@@ -75,9 +120,7 @@ def pad(ctx, layer, inputs):
     if begins_value is None or ends_value is None:
         if mode == "symmetric":
             raise B2SError(f"{layer.where()}: pad_mode='symmetric' needs constant pads")
-        pads = ctx.one("Concat", [ctx.int64(inputs[1]), ctx.int64(inputs[2])], axis=0)
-        operands = [data, pads, *inputs[3:4]] if mode == "constant" else [data, pads]
-        ctx.one("Pad", operands, ctx.out(layer), mode=mode)
+        _run_time_pad(ctx, layer, inputs, mode)
         return
     begins = [int(v) for v in begins_value.reshape(-1)]
     ends = [int(v) for v in ends_value.reshape(-1)]
@@ -109,10 +152,10 @@ def pad(ctx, layer, inputs):
     elif mode == "symmetric":
         padded = _symmetric(ctx, data, grow_begin, grow_end)
     else:
-        operands = [data, _i64(ctx, "pads", grow_begin + grow_end)]
+        operands = [_i64(ctx, "pads", grow_begin + grow_end)]
         if mode == "constant" and len(inputs) > 3:
             operands.append(inputs[3])
-        padded = ctx.one("Pad", operands, padded_name, mode=mode)
+        padded = _onnx_pad(ctx, data, operands, padded_name, mode)
     if not crops:
         if padded != output:
             ctx.one("Identity", [padded], output)

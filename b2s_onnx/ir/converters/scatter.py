@@ -4,9 +4,11 @@ ScatterElementsUpdate (with every reduction OpenVINO defines)."""
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters.kernel_types import UNSIGNED, cast, emit
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, Choice
 from b2s_onnx.ir.reader import Layer
@@ -71,19 +73,38 @@ def scatter_update(ctx, layer, inputs):
 )
 def scatter_nd_update(ctx, layer, inputs):
     """ScatterNDUpdate-4 (OpenVINO's v3) overwrites; v15 reduces, 'sub' as a sum of
-    negated updates."""
+    negated updates (unsigned ones as 0 - u, which wraps like OpenVINO's subtraction; ONNX
+    Neg has no unsigned types). onnxruntime's ScatterND refuses min/max on bool at run
+    time: those run in uint8 (min is logical and, max logical or) and are cast back."""
     data, indices, updates = inputs
     reduction = layer.attrs["reduction"] if layer.version == "opset15" else "none"
+    elem = ctx.type_of(data)
     if reduction == "sub":
-        updates = ctx.one("Neg", [updates])
+        if elem in UNSIGNED:
+            zero = ctx.const("zero", np.zeros((), NUMPY_OF_ONNX[elem]))
+            updates = emit(ctx, layer, "Sub", [zero, updates], elem=elem)
+        else:
+            updates = ctx.one("Neg", [updates])
     attrs = {}
     if reduction != "none":
         attrs["reduction"] = _reduction(ctx, layer, reduction)
+    if elem == TensorProto.BOOL and reduction in ("min", "max"):
+        wide = TensorProto.UINT8
+        written = ctx.one(
+            "ScatterND",
+            [cast(ctx, data, wide), ctx.int64(indices), cast(ctx, updates, wide)],
+            **attrs,
+        )
+        ctx.one("Cast", [written], ctx.out(layer), to=elem)
+        return
     ctx.one("ScatterND", [data, ctx.int64(indices), updates], ctx.out(layer), **attrs)
 
 
 def _neutral(dtype: np.dtype, reduction: str) -> np.ndarray:
     """The value a position starts from when its initial value is not used."""
+    if dtype == np.bool_:
+        # sum is logical or, prod logical and; min is and, max or.
+        return np.asarray(reduction in ("prod", "min"), dtype)
     if reduction in ("sum", "mean"):
         return np.zeros((), dtype)
     if reduction == "prod":
@@ -105,7 +126,9 @@ def _neutral(dtype: np.dtype, reduction: str) -> np.ndarray:
 )
 def scatter_elements_update(ctx, layer, inputs):
     """ONNX ScatterElements; without ``use_init_val`` the written positions first take the
-    reduction's neutral value; 'mean' divides a sum by a count scattered the same way."""
+    reduction's neutral value; 'mean' divides a sum by a count scattered the same way.
+    onnxruntime's ScatterElements refuses min/max on bool at run time: those run in uint8
+    and are cast back."""
     data, indices, updates, axis_input = inputs
     axis = _axis(ctx, layer, axis_input, ctx.rank(layer, data))
     index = ctx.int64(indices)
@@ -116,7 +139,13 @@ def scatter_elements_update(ctx, layer, inputs):
         ctx.one("ScatterElements", [data, index, updates], ctx.out(layer), axis=axis)
         return
     onnx_reduction = _reduction(ctx, layer, reduction)
-    dtype = np.dtype(NUMPY_OF_ONNX[ctx.type_of(data)])
+    elem = ctx.type_of(data)
+    output = ctx.out(layer)
+    if elem == TensorProto.BOOL and reduction in ("min", "max"):
+        data, updates = cast(ctx, data, TensorProto.UINT8), cast(ctx, updates, TensorProto.UINT8)
+        output = ctx.tmp("widened")
+        elem = TensorProto.UINT8
+    dtype = np.dtype(NUMPY_OF_ONNX[elem])
     shape = ctx.one("Shape", [updates])
 
     def fill(value: np.ndarray) -> str:
@@ -131,10 +160,12 @@ def scatter_elements_update(ctx, layer, inputs):
         ctx.one(
             "ScatterElements",
             [start, index, updates],
-            ctx.out(layer),
+            output,
             axis=axis,
             reduction=onnx_reduction,
         )
+        if output != ctx.out(layer):
+            ctx.one("Cast", [output], ctx.out(layer), to=TensorProto.BOOL)
         return
     total = ctx.one("ScatterElements", [start, index, updates], axis=axis, reduction="add")
     ones = ctx.one("Expand", [ctx.const("one", np.ones((), dtype)), ctx.one("Shape", [data])])
