@@ -15,6 +15,7 @@ from tests.test_ir_ops import assert_close
 
 ov = pytest.importorskip("openvino")
 import openvino.opset2 as o2  # noqa: E402
+import openvino.opset3 as o3  # noqa: E402
 import openvino.opset10 as o10  # noqa: E402
 import openvino.opset11 as o11  # noqa: E402
 import openvino.opset12 as o12  # noqa: E402
@@ -393,4 +394,73 @@ def test_gather_tree_of_narrow_and_unsigned_ids(tmp_path, dtype):
         "lengths": np.array([3, 2], dtype),
         "end": np.array(7, dtype),
     }
+    assert_close(_both(xml, feeds), exact=True)
+
+
+def test_convert_like_to_bf16_rounds(tmp_path):
+    """ConvertLike to a bf16 tensor's type rounds to bf16 (ties to even) as Convert does."""
+    x = o15.parameter([6], F32, name="x")
+    like = o15.convert(o15.constant(np.zeros([1], F32)), "bf16")
+    layer = o15.convert(o15.convert_like(x, like), "f32")
+    xml = _save(tmp_path, [layer], [x])
+    feeds = {"x": np.array([11.654755, 1000.3, 2049.0, 65535.0, 97.75, -3.14159], F32)}
+    pairs = _both(xml, feeds)
+    assert_close(pairs, exact=True)
+    np.testing.assert_array_equal(pairs[0][0][1:4], [1000.0, 2048.0, 65536.0])
+
+
+@pytest.mark.parametrize("name", ["sqrt", "tan", "tanh", "atan", "cos", "cosh", "sinh", "asinh"])
+def test_integer_activations_round_to_the_nearest_integer(tmp_path, name):
+    """OpenVINO computes these on integers in floating point and rounds (its own integer
+    activation tests list them); results beyond the type saturate."""
+    x = o15.parameter([12], np.int32, name="x")
+    xml = _save(tmp_path, [getattr(o15, name)(x)], [x])
+    values = np.array([0, 1, 2, 3, 4, 5, 7, 9, 10, 16, 17, 25], np.int32)
+    if name in ("tan", "tanh", "atan", "cos", "cosh", "sinh", "asinh"):
+        values = values - 6
+    assert_close(_both(xml, {"x": values}), exact=True)
+
+
+def _pdpd(tmp_path, first, second, axis, make):
+    """A binary layer with auto_broadcast='pdpd' (PaddlePaddle IRs): the Python API cannot
+    set its axis, so the saved XML is edited and read back (OpenVINO re-infers the ports)."""
+    a = o15.parameter(first, F32, name="a")
+    b = o15.parameter([1] * len(second), F32, name="b")
+    xml = _save(tmp_path, [make(a, b)], [a, b])
+    text = re.sub(
+        r'<data auto_broadcast="numpy" */>',
+        f'<data auto_broadcast="pdpd" auto_broadcast.auto_broadcast_axis="{axis}" />',
+        xml.read_text(),
+    )
+    ones = ",".join(["1"] * len(second))
+    text = text.replace(f'shape="{ones}"', f'shape="{",".join(map(str, second))}"', 1)
+    xml.write_text(text)
+    ov.save_model(ov.Core().read_model(xml), xml, compress_to_fp16=False)
+    return xml
+
+
+@pytest.mark.parametrize(
+    ("second", "axis"), [([3, 4], 1), ([4, 5], -1), ([3, 4, 1], 1), ([2, 3], 0)]
+)
+@pytest.mark.parametrize("make", [o15.add, o15.multiply, o15.maximum], ids=["add", "mul", "max"])
+def test_pdpd_broadcasting_places_the_second_input_at_its_axis(tmp_path, second, axis, make):
+    xml = _pdpd(tmp_path, [2, 3, 4, 5], second, axis, make)
+    rng = np.random.default_rng(0)
+    feeds = {
+        "a": rng.uniform(-1, 1, [2, 3, 4, 5]).astype(F32),
+        "b": rng.uniform(-1, 1, second).astype(F32),
+    }
+    assert_close(_both(xml, feeds), exact=True)
+
+
+@pytest.mark.parametrize("right", [True, False])
+def test_bucketize_of_nan_and_of_no_buckets(tmp_path, right):
+    """NaN sorts after every bucket (OpenVINO's upper_bound), and no buckets at all put
+    everything in bucket 0 (onnxruntime's ReduceSum over an empty axis kept the axis)."""
+    x = o15.parameter([10], F32, name="x")
+    buckets = o15.constant(np.array([-1, 0, 0, 2, 5], F32))
+    empty = o15.constant(np.zeros([0], F32))
+    outputs = [o3.bucketize(x, buckets, "i64", right), o3.bucketize(x, empty, "i32", right)]
+    xml = _save(tmp_path, outputs, [x])
+    feeds = {"x": np.array([np.nan, np.inf, -np.inf, -1, 0, 2, 5, 6, -2, 0.5], F32)}
     assert_close(_both(xml, feeds), exact=True)

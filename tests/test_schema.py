@@ -174,7 +174,7 @@ BAD_ATTRIBUTES = [
     ("convnet", "MaxPool", "rounding_type", "ceil_torch", "is not one of floor, ceil"),
     ("convnet", "MaxPool", "index_element_type", "f32", "is not one of i32, i64"),
     ("convnet", "AvgPool", "exclude-pad", "maybe", "is not a boolean"),
-    ("convnet", "Add", "auto_broadcast", "pdpd", "is not one of numpy, none"),
+    ("convnet", "Add", "auto_broadcast", "paddle", "is not one of numpy, none, pdpd"),
     ("convnet", "Reshape", "special_zero", "2", "is not a boolean"),
     ("convnet", "MatMul", "transpose_a", "yes please", "is not a boolean"),
     ("convnet", "SoftMax", "axis", "2", "must be in [-2, 1]"),

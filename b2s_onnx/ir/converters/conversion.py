@@ -15,7 +15,7 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, ElementType
-from b2s_onnx.ir.weights import onnx_type
+from b2s_onnx.ir.weights import element_type, onnx_type
 
 FLOATS = (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16)
 
@@ -40,18 +40,38 @@ def convert(ctx, layer, inputs):
     does not). A Convert to f16 keeps f32 values, as the plugin does."""
     target = onnx_type(layer.attrs["destination_type"])
     ctx.types[ctx.out(layer)] = target  # the attribute decides, not the port's precision
-    if layer.attrs["destination_type"] != "bf16":
-        cast(ctx, inputs[0], target, ctx.out(layer))
+    convert_to(ctx, inputs[0], layer.attrs["destination_type"], ctx.out(layer))
+
+
+def convert_to(ctx, tensor: str, ir_type: str, output: str) -> None:
+    """``tensor`` converted to the IR element type ``ir_type``: a bf16 target is computed
+    as f32 holding values rounded to bf16 (see :func:`convert`), any other as :func:`cast`.
+    Shared by every conversion whose target may be bf16 (Convert, ConvertLike,
+    ConvertPromoteTypes), so that all of them round as the plugin does."""
+    if ir_type != "bf16":
+        cast(ctx, tensor, onnx_type(ir_type), output)
         return
-    source = inputs[0]
+    source = tensor
     if ctx.type_of(source) != TensorProto.FLOAT:
         source = ctx.one("Cast", [source], to=TensorProto.FLOAT)
     narrowed = ctx.one("Cast", [source], to=TensorProto.BFLOAT16)
-    ctx.one("Cast", [narrowed], ctx.out(layer), to=TensorProto.FLOAT)
+    ctx.one("Cast", [narrowed], output, to=TensorProto.FLOAT)
+
+
+def _ir_type(layer, port) -> str | None:
+    """The IR element type a port declares (``BF16`` -> ``bf16``), or None if it has none."""
+    return None if port.precision is None else element_type(port.precision, layer.where())
 
 
 @converts("ConvertLike", (1,), inputs=(2, 2), attrs={})
 def convert_like(ctx, layer, inputs):
+    """The target is the element type of ``like``; a bf16 ``like`` is computed as f32, so
+    its type is read from the IR port (the output's, else the ``like`` input's) to round to
+    bf16 as Convert does, instead of copying f32 values through unchanged."""
+    ports = [port for port in (layer.outputs[:1] + layer.inputs[1:2]) if port.precision]
+    if ports and _ir_type(layer, ports[0]) == "bf16":
+        convert_to(ctx, inputs[0], "bf16", ctx.out(layer))
+        return
     cast(ctx, inputs[0], ctx.type_of(inputs[1]), ctx.out(layer))
 
 
@@ -73,4 +93,7 @@ def convert_promote_types(ctx, layer, inputs):
         raise B2SError(f"{layer.where()}: both output ports must declare their element type")
     for index, tensor in enumerate(inputs):
         output = ctx.out(layer, index)
-        cast(ctx, tensor, ctx.types[output], output)
+        if _ir_type(layer, layer.outputs[index]) == "bf16":
+            convert_to(ctx, tensor, "bf16", output)
+        else:
+            cast(ctx, tensor, ctx.types[output], output)

@@ -17,7 +17,7 @@ from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
 from b2s_onnx.ir.converters.kernel_types import INTEGERS, SIGNED, emit
 from b2s_onnx.ir.converters.registry import converts
-from b2s_onnx.ir.converters.schema import BROADCAST, Bool, Choice, Float
+from b2s_onnx.ir.converters.schema import BROADCAST, Bool, Choice, Float, Int
 from b2s_onnx.ir.reader import Layer
 
 BINARY = {
@@ -66,18 +66,87 @@ UNARY = {
 }
 
 
+#: The broadcasting attributes of the binary arithmetic, comparison and logical layers,
+#: which also take PaddlePaddle's 'pdpd' mode (see :func:`_pdpd_aligned`). The axis is
+#: serialized next to the mode; OpenVINO reads an absent one as 0.
+ARITHMETIC_BROADCAST = {
+    "auto_broadcast": Choice(allowed=("numpy", "none", "pdpd"), default="numpy"),
+    "auto_broadcast.auto_broadcast_axis": Int(default=0),
+}
+
+
+def _pdpd_aligned(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> list[str]:
+    """``inputs`` with the second reshaped so that numpy broadcasting gives 'pdpd'.
+
+    Under 'pdpd' the second input is broadcast into the first from ``axis`` (-1: right
+    aligned, ``rank(a) - rank(b)``): OpenVINO's reference drops the second shape's trailing
+    1s, then pads it with 1s before ``axis`` and after its last dimension up to the first
+    input's rank ([3, 4, 1] at axis 1 of a 4-D input is [1, 3, 4, 1]). The second input's
+    dimensions must be static to compute that shape."""
+    if layer.attrs["auto_broadcast"] != "pdpd":
+        return inputs
+    rank = ctx.rank(layer, inputs[0])
+    dims = layer.inputs[1].dims
+    if dims is None or any(d is None for d in dims):
+        raise B2SError(
+            f"{layer.where()}: auto_broadcast='pdpd' needs the second input's static shape"
+        )
+    axis = layer.attrs["auto_broadcast.auto_broadcast_axis"]
+    if axis == -1:
+        axis = rank - len(dims)
+    kept = list(dims)
+    while kept and kept[-1] == 1:
+        kept.pop()
+    if axis < 0 or axis + len(kept) > rank:
+        raise B2SError(
+            f"{layer.where()}: auto_broadcast='pdpd' cannot place shape {list(dims)} at axis "
+            f"{layer.attrs['auto_broadcast.auto_broadcast_axis']} of a rank-{rank} input"
+        )
+    shape = [1] * axis + kept + [1] * (rank - axis - len(kept))
+    aligned = ctx.one("Reshape", [inputs[1], ctx.const("pdpd_shape", np.asarray(shape))])
+    ctx.types[aligned] = ctx.type_of(inputs[1])
+    return [inputs[0], aligned]
+
+
 def _binary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
-    emit(ctx, layer, BINARY[layer.type], inputs, ctx.out(layer))
+    emit(ctx, layer, BINARY[layer.type], _pdpd_aligned(ctx, layer, inputs), ctx.out(layer))
+
+
+#: Unary layers OpenVINO computes on integer tensors in floating point and rounds to the
+#: nearest integer (its reference ``std::round``s the double result, the CPU plugin
+#: computes in f32 and converts to nearest; both agree, and its own integer activation
+#: tests list these). onnxruntime has no integer kernel for them. Exp, Log, Sin, Asin and
+#: Atanh stay refused on integers: there the reference truncates (exp(1) is 2) while the
+#: plugin rounds (3); Sigmoid, Acos and Erf, outside OpenVINO's integer tests, do too.
+ROUNDED_ON_INTEGERS = frozenset(
+    {"Sqrt", "Tan", "Tanh", "Atan", "Cos", "Cosh", "Sinh", "Asinh", "Acosh"}
+)
 
 
 def _unary(ctx: ConversionContext, layer: Layer, inputs: list[str]) -> None:
+    elem = ctx.type_of(inputs[0])
+    if layer.type in ROUNDED_ON_INTEGERS and elem in INTEGERS:
+        # Results beyond the type saturate, as the plugin's f32-to-integer store does
+        # (sinh(30) in i32 is 2147483520, the largest f32 below 2**31).
+        info = np.iinfo(NUMPY_OF_ONNX[elem])
+        high = np.float32(info.max)
+        if float(high) > info.max:  # 2**31 - 1 rounds up to 2**31 in f32
+            high = np.nextafter(high, np.float32(0))
+        low = ctx.const("low", np.asarray(np.float32(info.min)))
+        wide = ctx.one("Cast", [inputs[0]], to=TensorProto.FLOAT)
+        rounded = ctx.one("Round", [ctx.one(UNARY[layer.type], [wide])])
+        bounded = ctx.one("Clip", [rounded, low, ctx.const("high", np.asarray(high))])
+        ctx.one("Cast", [bounded], ctx.out(layer), to=elem)
+        return
     emit(ctx, layer, UNARY[layer.type], inputs[:1], ctx.out(layer))
 
 
 #: The opset each binary op's IR ``version`` names (measured: LogicalXor is opset2).
 _BINARY_VERSION = {"LogicalXor": 2}
 for _type in BINARY:
-    converts(_type, (_BINARY_VERSION.get(_type, 1),), inputs=(2, 2), attrs=BROADCAST)(_binary)
+    converts(_type, (_BINARY_VERSION.get(_type, 1),), inputs=(2, 2), attrs=ARITHMETIC_BROADCAST)(
+        _binary
+    )
 #: The opset that introduced each unary op (what the IR's ``version`` attribute names).
 _UNARY_VERSION = {"Asinh": 4, "Acosh": 4, "Atanh": 4, "SoftPlus": 4, "SoftSign": 9}
 for _type in UNARY:
@@ -89,13 +158,15 @@ def scalar(ctx: ConversionContext, hint: str, value: float, like: str) -> str:
     return ctx.const(hint, np.asarray(value, dtype=NUMPY_OF_ONNX[ctx.type_of(like)]))
 
 
-@converts("NotEqual", (1,), inputs=(2, 2), attrs=BROADCAST)
+@converts("NotEqual", (1,), inputs=(2, 2), attrs=ARITHMETIC_BROADCAST)
 def not_equal(ctx, layer, inputs):
+    inputs = _pdpd_aligned(ctx, layer, inputs)
     ctx.one("Not", [emit(ctx, layer, "Equal", inputs)], ctx.out(layer))
 
 
-@converts("SquaredDifference", (1,), inputs=(2, 2), attrs=BROADCAST)
+@converts("SquaredDifference", (1,), inputs=(2, 2), attrs=ARITHMETIC_BROADCAST)
 def squared_difference(ctx, layer, inputs):
+    inputs = _pdpd_aligned(ctx, layer, inputs)
     elem = ctx.type_of(inputs[0])
     difference = emit(ctx, layer, "Sub", inputs, elem=elem)
     emit(ctx, layer, "Mul", [difference, difference], ctx.out(layer), elem=elem)
@@ -212,28 +283,36 @@ def _integer_remainder(ctx, layer, inputs: list[str], floor: bool) -> None:
         _by_zero(ctx, layer, is_zero, remainder, elem, out)
 
 
-@converts("Divide", (1,), inputs=(2, 2), attrs={**BROADCAST, "m_pythondiv": Bool(default=True)})
+@converts(
+    "Divide",
+    (1,),
+    inputs=(2, 2),
+    attrs={**ARITHMETIC_BROADCAST, "m_pythondiv": Bool(default=True)},
+)
 def divide(ctx, layer, inputs):
     """Integer division floors when ``m_pythondiv`` (the default), ONNX's Div truncates.
     OpenVINO's CPU plugin truncates either way (a plugin deviation, see docs/openvino.md)."""
+    inputs = _pdpd_aligned(ctx, layer, inputs)
     if ctx.type_of(inputs[0]) not in INTEGERS:
         emit(ctx, layer, "Div", inputs, ctx.out(layer))
         return
     _integer_divide(ctx, layer, inputs, floor=layer.attrs["m_pythondiv"])
 
 
-@converts("Mod", (1,), inputs=(2, 2), attrs=BROADCAST)
+@converts("Mod", (1,), inputs=(2, 2), attrs=ARITHMETIC_BROADCAST)
 def mod(ctx, layer, inputs):
     """Truncated remainder (the dividend's sign): ONNX Mod with fmod=1 for floats."""
+    inputs = _pdpd_aligned(ctx, layer, inputs)
     if ctx.type_of(inputs[0]) in INTEGERS:
         _integer_remainder(ctx, layer, inputs, floor=False)
         return
     ctx.one("Mod", inputs, ctx.out(layer), fmod=1)
 
 
-@converts("FloorMod", (1,), inputs=(2, 2), attrs=BROADCAST)
+@converts("FloorMod", (1,), inputs=(2, 2), attrs=ARITHMETIC_BROADCAST)
 def floor_mod(ctx, layer, inputs):
     """Remainder with the divisor's sign; ONNX Mod(fmod=0) does that for integers only."""
+    inputs = _pdpd_aligned(ctx, layer, inputs)
     if ctx.type_of(inputs[0]) in INTEGERS:
         _integer_remainder(ctx, layer, inputs, floor=True)
         return

@@ -4,7 +4,7 @@ Unique."""
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
+from onnx import TensorProto, helper
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
@@ -17,15 +17,44 @@ INDEX_TYPES = ("i32", "i64")
 
 
 def _count_below(
-    ctx: ConversionContext, values: str, boundaries: str, inclusive: bool, output: str, to: int
+    ctx: ConversionContext,
+    values: str,
+    boundaries: str,
+    inclusive: bool,
+    output: str,
+    to: int,
+    empty: bool = False,
+    upper_bound: bool = False,
 ) -> str:
     """For each value, how many boundaries lie below it (or at it, when ``inclusive``):
-    the boundaries are compared along a new last axis and the hits summed."""
-    compare = "LessOrEqual" if inclusive else "Less"
+    the boundaries are compared along a new last axis and the hits summed.
+
+    With ``upper_bound`` the inclusive count is the number of boundaries the value is not
+    below, as Bucketize's ``std::upper_bound`` computes it, so that a NaN value counts every
+    boundary (SearchSorted's CPU kernel counts none; the exclusive count is 0 for NaN in
+    both). ``empty`` (no boundaries) gives zeros without reducing: onnxruntime's ReduceSum
+    over a zero-length axis returns its input unchanged instead of dropping the axis."""
+    if empty:
+        zeros = ctx.one(
+            "ConstantOfShape",
+            [ctx.one("Shape", [values])],
+            value=helper.make_tensor("zero", TensorProto.INT64, [1], [0]),
+        )
+        return ctx.one("Cast", [zeros], output, to=to)
     wide = ctx.one("Unsqueeze", [values, ctx.const("last", np.asarray([-1]))])
-    hits = ctx.one("Cast", [ctx.one(compare, [boundaries, wide])], to=TensorProto.INT64)
+    if inclusive and upper_bound:
+        hits = ctx.one("Not", [ctx.one("Less", [wide, boundaries])])
+    else:
+        hits = ctx.one("LessOrEqual" if inclusive else "Less", [boundaries, wide])
+    hits = ctx.one("Cast", [hits], to=TensorProto.INT64)
     total = ctx.reduce("ReduceSum", hits, [-1], keepdims=False)
     return ctx.one("Cast", [total], output, to=to)
+
+
+def _no_boundaries(layer, index: int) -> bool:
+    """Whether input ``index`` statically has a zero-length last axis (no boundaries)."""
+    dims = layer.inputs[index].dims if len(layer.inputs) > index else None
+    return bool(dims) and dims[-1] == 0
 
 
 def _common_type(ctx: ConversionContext, first: str, second: str) -> tuple[str, str]:
@@ -59,6 +88,8 @@ def bucketize(ctx, layer, inputs):
         not layer.attrs["with_right_bound"],
         ctx.out(layer),
         onnx_type(layer.attrs["output_type"]),
+        empty=_no_boundaries(layer, 1),
+        upper_bound=True,
     )
 
 
@@ -71,7 +102,13 @@ def search_sorted(ctx, layer, inputs):
     if rank > 1:
         sequence = ctx.one("Unsqueeze", [sequence, ctx.const("rows", np.asarray([-2]))])
     _count_below(
-        ctx, values, sequence, layer.attrs["right_mode"], ctx.out(layer), TensorProto.INT64
+        ctx,
+        values,
+        sequence,
+        layer.attrs["right_mode"],
+        ctx.out(layer),
+        TensorProto.INT64,
+        empty=_no_boundaries(layer, 0),
     )
 
 
