@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 from onnx import TensorProto, helper
 
-from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.converters._constants import int64s
-from b2s_onnx.ir.converters.kernel_types import NAME_OF_TYPE, cast, has_kernel, wider_type
+from b2s_onnx.ir.converters.kernel_types import cast, kernel_type
 from b2s_onnx.ir.converters.registry import converts
 
 
@@ -20,14 +19,8 @@ def gather_tree(ctx, layer, inputs):
     (int16, uint16, uint64) are traced in a type at least as wide and cast back."""
     step_ids, parent_ids, max_seq_len, end_token = inputs
     elem = ctx.type_of(step_ids)
-    wide = None
-    if not has_kernel("Where", elem, ctx.opset):
-        wide = wider_type("Where", elem, ctx.opset)
-        if wide is None:
-            raise B2SError(
-                f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not "
-                "supported for GatherTree (onnxruntime's Where has no kernel for it)"
-            )
+    wide = kernel_type(ctx, layer, "Where", elem)
+    if wide is not None:
         step_ids, end_token = cast(ctx, step_ids, wide), cast(ctx, end_token, wide)
     end = ctx.one("Reshape", [end_token, int64s(ctx, "scalar", [])])
     lengths = ctx.one(

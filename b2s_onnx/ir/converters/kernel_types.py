@@ -251,6 +251,21 @@ def wider_type(op: str, elem: int, opset: int) -> int | None:
     return None
 
 
+def kernel_type(ctx: ConversionContext, layer: Layer, op: str, elem: int) -> int | None:
+    """None where onnxruntime has an ``op`` kernel for ``elem``; else the type to compute
+    it in (``wider_type``). A layer whose type no kernel holds is refused by name."""
+    if has_kernel(op, elem, ctx.opset):
+        return None
+    wide = wider_type(op, elem, ctx.opset)
+    if wide is None:
+        raise B2SError(
+            f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not supported "
+            f"for {layer.type} (onnxruntime has no {op} kernel for it, and no wider type "
+            "holds its values)"
+        )
+    return wide
+
+
 def cast(ctx: ConversionContext, tensor: str, elem: int) -> str:
     """``tensor`` as ``elem``: a converted constant when it is one, else a Cast node."""
     value = ctx.value(tensor)

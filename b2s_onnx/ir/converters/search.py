@@ -8,7 +8,7 @@ from onnx import TensorProto, helper
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
-from b2s_onnx.ir.converters.kernel_types import NAME_OF_TYPE, cast, has_kernel, wider_type
+from b2s_onnx.ir.converters.kernel_types import cast, kernel_type
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Bool, ElementType
 from b2s_onnx.ir.weights import onnx_type
@@ -134,16 +134,9 @@ def unique(ctx, layer, inputs):
         attrs["axis"] = int(axis[0])
     outputs = [ctx.tmp(f"unique{i}") for i in range(4)]
     data, elem = inputs[0], ctx.type_of(inputs[0])
-    wide = None
-    if not has_kernel("Unique", elem, ctx.opset):
-        # A type that holds every value: the same order, the same equalities.
-        wide = wider_type("Unique", elem, ctx.opset)
-        if wide is None:
-            raise B2SError(
-                f"{layer.where()}: element type {NAME_OF_TYPE.get(elem, elem)} is not "
-                "supported for Unique (onnxruntime has no kernel for it, and no wider type "
-                "holds its values)"
-            )
+    # A type that holds every value: the same order, the same equalities.
+    wide = kernel_type(ctx, layer, "Unique", elem)
+    if wide is not None:
         data = cast(ctx, data, wide)
     ctx.node("Unique", [data], outputs, **attrs)
     if wide is None:
