@@ -452,6 +452,19 @@ def test_generate_proposals_matches_openvino(tmp_path, normalized, info_size, pr
     assert pairs[0][0].shape[0] > 0
 
 
+def _single_image_proposals(tmp_path, feeds, attrs):
+    """(ours, OpenVINO's) outputs of one ExperimentalDetectronGenerateProposalsSingleImage."""
+    return compare(
+        tmp_path,
+        lambda *inputs: list(
+            opset6_node(
+                "ExperimentalDetectronGenerateProposalsSingleImage", list(inputs), attrs
+            ).outputs()
+        ),
+        feeds,
+    )
+
+
 @pytest.mark.parametrize(("pre", "post"), [(40, 12), (30, 50)])
 def test_generate_proposals_single_image_matches_openvino(tmp_path, pre, post):
     anchors, deltas, scores = rpn_inputs(1, seed=1)
@@ -463,16 +476,7 @@ def test_generate_proposals_single_image_matches_openvino(tmp_path, pre, post):
     }
     # A small min_size: boxes it zeroes tie at score 0, an order OpenVINO leaves open.
     attrs = {"min_size": 2.0, "nms_threshold": 0.6, "pre_nms_count": pre, "post_nms_count": post}
-    pairs = compare(
-        tmp_path,
-        lambda *inputs: list(
-            opset6_node(
-                "ExperimentalDetectronGenerateProposalsSingleImage", list(inputs), attrs
-            ).outputs()
-        ),
-        feeds,
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
+    assert_close(_single_image_proposals(tmp_path, feeds, attrs), atol=2e-5, rtol=1e-5)
 
 
 def test_generate_proposals_single_image_suppresses_by_exclusive_overlap(tmp_path):
@@ -491,16 +495,7 @@ def test_generate_proposals_single_image_suppresses_by_exclusive_overlap(tmp_pat
         "scores": scores.reshape(count, height, width).astype(F32),
     }
     attrs = {"min_size": 0.0, "nms_threshold": 0.3, "pre_nms_count": 1000, "post_nms_count": 50}
-    pairs = compare(
-        tmp_path,
-        lambda *inputs: list(
-            opset6_node(
-                "ExperimentalDetectronGenerateProposalsSingleImage", list(inputs), attrs
-            ).outputs()
-        ),
-        feeds,
-    )
-    assert_close(pairs, atol=2e-5, rtol=1e-5)
+    assert_close(_single_image_proposals(tmp_path, feeds, attrs), atol=2e-5, rtol=1e-5)
 
 
 def deformable_feeds(channels, out_hw, taps, dgroups, seed=0, mask=False):

@@ -132,6 +132,13 @@ _ARITY = {
             "Softplus",
             "Softsign",
             "Unique",
+            "ReduceSum",
+            "ReduceMean",
+            "ReduceProd",
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceMax",
+            "ReduceMin",
         ),
         1,
     ),
@@ -146,6 +153,8 @@ def _session_accepts(op: str, elem: int, opset: int) -> bool:
     inputs = [helper.make_tensor_value_info(f"x{i}", elem, None) for i in range(count)]
     if op == "Where":
         inputs[0] = helper.make_tensor_value_info("x0", TensorProto.BOOL, None)
+    if op == "Pad":  # the pads
+        inputs[1] = helper.make_tensor_value_info("x1", TensorProto.INT64, None)
     attrs = {"fmod": int(elem in (TensorProto.FLOAT, TensorProto.DOUBLE))} if op == "Mod" else {}
     node = helper.make_node(op, [i.name for i in inputs], ["y"], **attrs)
     graph = helper.make_graph([node], "g", inputs, [helper.make_empty_tensor_value_info("y")])

@@ -16,7 +16,7 @@ depends on the op (``WIDENING``):
   works, signed or not, and the low bits are the wrapped result OpenVINO's reference gives.
 - ``VALUE``: comparisons, Max/Min, Div/Mod, Abs, Sign, Clip, ReLU need every value of the
   type to be represented: a type whose range contains it.
-- ``SELECT``: Where only moves values: any type at least as wide.
+- ``SELECT``: Where and Pad only move values: any type at least as wide.
 - ``POWER``: OpenVINO's reference computes ``static_cast<T>(std::pow(double, double))``,
   onnxruntime's int32/int64 Pow the same for int32/int64. A C++ conversion from double to
   an 8- or 16-bit integer goes through int32 on x86-64 (an out-of-range value becomes
@@ -131,6 +131,15 @@ KERNELS: dict[str, dict[int, str]] = {
     "Erf": {13: "f32"},
     "Softplus": {13: "f32", 18: _F, 19: "f32"},
     "Softsign": {13: "f32", 18: _F, 19: "f32"},
+    "Pad": {13: f"{_F} i8 i32 i64 u8 u32 u64 bool"},
+    **{
+        key: {13: f"{_F} i32 i64"}
+        for key in ("ReduceSum", "ReduceMean", "ReduceProd", "ReduceL1", "ReduceL2")
+    },
+    **{
+        key: {13: f"{_F} i8 i32 i64 u8", 20: f"{_F} i8 i32 i64 u8 bool"}
+        for key in ("ReduceMax", "ReduceMin")
+    },
 }
 
 
@@ -163,6 +172,7 @@ WIDENING = {
         Widening.VALUE,
     ),
     "Where": Widening.SELECT,
+    "Pad": Widening.SELECT,
     "Pow": Widening.POWER,
 }
 #: Ops that leave values of these types unchanged: emitted as Identity.

@@ -15,12 +15,11 @@ moves values, so any wider type gives the same bits) and are cast back.
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import ConversionContext
 from b2s_onnx.ir.converters._constants import int64s as _i64
-from b2s_onnx.ir.converters.kernel_types import cast
+from b2s_onnx.ir.converters.kernel_types import cast, kernel_type
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Choice
 from b2s_onnx.ir.reader import Layer
@@ -29,17 +28,20 @@ _MODES = ("constant", "edge", "reflect", "symmetric")
 #: ONNX Slice's stand-ins for "past the end" in either direction.
 _END = np.iinfo(np.int64).max
 _BEFORE_START = np.iinfo(np.int64).min
-#: Element types onnxruntime's Pad has no kernel for -> the type they are padded in.
-_PAD_WIDENED = {TensorProto.INT16: TensorProto.INT32, TensorProto.UINT16: TensorProto.UINT32}
 
 
 def _onnx_pad(
-    ctx: ConversionContext, data: str, operands: list[str], output: str | None, mode: str
+    ctx: ConversionContext,
+    layer: Layer,
+    data: str,
+    operands: list[str],
+    output: str | None,
+    mode: str,
 ) -> str:
     """ONNX Pad of ``data`` (``operands``: pads, then the optional pad value), widened
     where onnxruntime has no Pad kernel for the element type."""
     elem = ctx.type_of(data)
-    wide = _PAD_WIDENED.get(elem)
+    wide = kernel_type(ctx, layer, "Pad", elem)
     if wide is None:
         return ctx.one("Pad", [data, *operands], output, mode=mode)
     widened = [cast(ctx, data, wide), operands[0], *(cast(ctx, v, wide) for v in operands[1:])]
@@ -55,11 +57,11 @@ def _run_time_pad(ctx: ConversionContext, layer: Layer, inputs: list[str], mode:
     pads = ctx.one("Concat", [begins, ends], axis=0)
     if layer.version == "opset1":
         # Pad-1 pads are non-negative: nothing to crop.
-        _onnx_pad(ctx, inputs[0], [pads, *inputs[3:4]], ctx.out(layer), mode)
+        _onnx_pad(ctx, layer, inputs[0], [pads, *inputs[3:4]], ctx.out(layer), mode)
         return
     grow = ctx.one("Where", [ctx.one("Less", [pads, zero]), zero, pads])
     operands = [grow, *inputs[3:4]] if mode == "constant" else [grow]
-    padded = _onnx_pad(ctx, inputs[0], operands, None, mode)
+    padded = _onnx_pad(ctx, layer, inputs[0], operands, None, mode)
     zeros = ctx.one("Mul", [begins, zero])
     starts = ctx.one("Where", [ctx.one("Less", [begins, zero]), ctx.one("Neg", [begins]), zeros])
     stops = ctx.one(
@@ -155,7 +157,7 @@ def pad(ctx, layer, inputs):
         operands = [_i64(ctx, "pads", grow_begin + grow_end)]
         if mode == "constant" and len(inputs) > 3:
             operands.append(inputs[3])
-        padded = _onnx_pad(ctx, data, operands, padded_name, mode)
+        padded = _onnx_pad(ctx, layer, data, operands, padded_name, mode)
     if not crops:
         if padded != output:
             ctx.one("Identity", [padded], output)

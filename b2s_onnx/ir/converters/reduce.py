@@ -7,6 +7,7 @@ from onnx import TensorProto
 
 from b2s_onnx.errors import B2SError
 from b2s_onnx.ir.context import NUMPY_OF_ONNX, ConversionContext
+from b2s_onnx.ir.converters.kernel_types import INTEGERS, UNSIGNED, has_kernel
 from b2s_onnx.ir.converters.registry import converts
 from b2s_onnx.ir.converters.schema import Axis, Bool, Choice, ElementType, Float, Ints
 from b2s_onnx.ir.reader import Layer
@@ -63,27 +64,14 @@ def _reduced(ctx, layer: Layer, op: str, data: str, axes: str, source: str, outp
     return ctx.one(op, [data, listed], output, keepdims=int(keep), noop_with_empty_axes=1)
 
 
-#: Integer element types onnxruntime 1.31's CPU reductions have no kernel for (measured:
-#: int32/int64 everywhere, int8/uint8 in ReduceMax/ReduceMin only). They are computed in
-#: int64 and cast back: exact for Max/Min, and for Sum/Prod/L1 modulo 2**bits, which is
-#: the wrap-around of OpenVINO's reference (its CPU plugin saturates i8/u8 instead).
-_NO_INTEGER_KERNEL = {
-    TensorProto.INT8,
-    TensorProto.UINT8,
-    TensorProto.INT16,
-    TensorProto.UINT16,
-    TensorProto.UINT32,
-    TensorProto.UINT64,
-}
-_SMALL_INTEGER_KERNELS = {"ReduceMax", "ReduceMin"}
-_UNSIGNED = {TensorProto.UINT8, TensorProto.UINT16, TensorProto.UINT32, TensorProto.UINT64}
-
-
 def _reduce(ctx, layer, inputs):
+    """Integer reductions onnxruntime has no kernel for (``kernel_types.KERNELS``: int32 and
+    int64 everywhere, int8/uint8 in ReduceMax/ReduceMin only) are computed in int64 and cast
+    back: exact for Max/Min, and for Sum/Prod/L1 modulo 2**bits, which is the wrap-around
+    of OpenVINO's reference (its CPU plugin saturates i8/u8 instead)."""
     op = REDUCE[layer.type]
     kind = ctx.type_of(inputs[0])
-    small = kind in (TensorProto.INT8, TensorProto.UINT8) and op in _SMALL_INTEGER_KERNELS
-    if kind not in _NO_INTEGER_KERNEL or small or op == "ReduceL2":
+    if kind not in INTEGERS or has_kernel(op, kind, ctx.opset) or op == "ReduceL2":
         _reduced(ctx, layer, op, inputs[0], inputs[1], inputs[0], ctx.out(layer))
         return
     if kind == TensorProto.UINT64 and op in ("ReduceMax", "ReduceMin", "ReduceMean"):
@@ -91,7 +79,7 @@ def _reduce(ctx, layer, inputs):
             f"{layer.where()}: {layer.type} of u64 has no onnxruntime kernel, and int64 "
             "cannot order or divide values of 2**63 and above"
         )
-    if op == "ReduceL1" and kind in _UNSIGNED:
+    if op == "ReduceL1" and kind in UNSIGNED:
         op = "ReduceSum"  # |x| is x; int64's Abs would flip u64 values of 2**63 and above
     wide = ctx.one("Cast", inputs[:1], to=TensorProto.INT64)
     if op != "ReduceMean":
